@@ -1,0 +1,144 @@
+"""Shared fixtures: isolated state directories, users per role, and a tool factory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from tools_app.audit import Actor
+from tools_app.models import Tool
+from tools_app.roles import ADMIN, DEVELOPER, VIEWER, ensure_groups
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+ENTRY_SOURCE = {
+    "typescript": (
+        "index.ts",
+        "export async function execute(toolCallId: string, params: any, signal: AbortSignal,"
+        " onUpdate: (u: any) => void) {\n"
+        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n",
+    ),
+    "javascript": (
+        "index.js",
+        "export async function execute(toolCallId, params, signal, onUpdate) {\n"
+        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n",
+    ),
+    "python": (
+        "index.py",
+        "def execute(tool_call_id, params, signal, on_update):\n"
+        "    return {'content': [{'type': 'text', 'text': 'ok'}]}\n",
+    ),
+    "bash": ("index.sh", "#!/bin/bash\necho ok\n"),
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path: Path, settings) -> Path:
+    """Every test gets its own DATA_PATH and state folders: nothing touches ./var."""
+    state = tmp_path / "state"
+    state.mkdir()
+    settings.DATA_PATH = tmp_path / "data"
+    settings.ARTIFACTS_PATH = state / "artifacts"
+    settings.RUNS_WORK_PATH = state / "runs"
+    settings.ENCRYPTION_KEY_FILE = state / "encryption.key"
+    return state
+
+
+def toolmd_text(
+    name: str,
+    *,
+    description: str | None = None,
+    language: str = "typescript",
+    inputs: dict | None = None,
+    integrations: list[str] | None = None,
+    version: int | None = None,
+    extra: dict | None = None,
+    body: str = "# Tool\n\n## Usage\n\nCall it.\n",
+) -> str:
+    front: dict = {"name": name, "description": description or f"The {name} tool."}
+    if version is not None:
+        front["version"] = version
+    front["language"] = language
+    if integrations:
+        front["integrations"] = integrations
+    if inputs:
+        front["inputs"] = inputs
+    front.update(extra or {})
+    return "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + body
+
+
+def tool_files(name: str, language: str = "typescript", source: str | None = None, **kw) -> dict:
+    entry, default_source = ENTRY_SOURCE[language]
+    return {
+        "TOOL.md": toolmd_text(name, language=language, **kw).encode(),
+        entry: (source or default_source).encode(),
+    }
+
+
+@pytest.fixture
+def make_tool(db) -> Callable[..., Tool]:
+    """make_tool("name", language=..., inputs=..., publish=True, source=...) -> Tool."""
+    from tools_app.versions import save_version
+
+    def make(name: str, *, publish: bool = True, language: str = "typescript", **kw) -> Tool:
+        files = tool_files(name, language, **kw)
+        save_version(name, files, actor=Actor.system(), publish=publish)
+        return Tool.objects.get(name=name)
+
+    return make
+
+
+def _user(username: str, role: str | None) -> User:
+    ensure_groups()
+    user = User.objects.create_user(username, f"{username}@example.com", "pw-for-tests-only")
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def viewer(db) -> User:
+    return _user("vera", VIEWER)
+
+
+@pytest.fixture
+def developer(db) -> User:
+    return _user("dave", DEVELOPER)
+
+
+@pytest.fixture
+def console_admin(db) -> User:
+    return _user("ada", ADMIN)
+
+
+@pytest.fixture
+def nobody(db) -> User:
+    """Logged in, but in no role group."""
+    return _user("nora", None)
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def viewer_client(viewer) -> Client:
+    return _client(viewer)
+
+
+@pytest.fixture
+def developer_client(developer) -> Client:
+    return _client(developer)
+
+
+@pytest.fixture
+def console_admin_client(console_admin) -> Client:
+    return _client(console_admin)

@@ -1,0 +1,3 @@
+export async function execute(toolCallId, params, signal, onUpdate) {
+  return { content: [{ type: 'text', text: 'ok' }] };
+}

@@ -1,0 +1,86 @@
+"""Response shapes, for the OpenAPI document. Handlers build plain dicts (cached as bytes),
+so these describe the answers rather than validate them on the hot path."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from ninja import Schema
+
+
+class Format(str, Enum):
+    """Registry entry formats (tools_app.schema.FORMATS)."""
+
+    native = "native"
+    openai = "openai"
+    anthropic = "anthropic"
+    mcp = "mcp"
+
+
+class ErrorOut(Schema):
+    error: str
+    detail: Any = None
+
+
+class RegistryOut(Schema):
+    format: Format
+    revision: str
+    count: int
+    tools: list[dict[str, Any]]
+
+
+class FileOut(Schema):
+    path: str
+    size: int
+    sha256: str
+    encoding: str  # "utf-8" or "base64"
+    content: str
+
+
+class VersionOut(Schema):
+    name: str
+    version: int
+    sha256: str
+    size: int
+    created_at: datetime
+    published_at: datetime | None
+    manifest: dict[str, Any]
+    input_schema: dict[str, Any]
+    body: str
+    toolmd: str
+    files: list[FileOut]
+    bundle_url: str
+
+
+class VersionRef(Schema):
+    version: int
+    sha256: str
+    published_at: datetime | None
+    url: str
+
+
+class ToolOut(VersionOut):
+    published_version: int
+    versions: list[VersionRef]
+
+
+class SyncFileOut(Schema):
+    path: str
+    size: int
+    sha256: str
+
+
+class SyncToolOut(Schema):
+    name: str
+    version: int
+    sha256: str
+    files: list[SyncFileOut]
+    bundle_url: str
+
+
+class SyncManifestOut(Schema):
+    revision: str
+    count: int
+    tools: list[SyncToolOut]

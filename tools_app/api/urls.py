@@ -1,0 +1,2 @@
+# The agent API (django-ninja) mounts here; see tools_app/api/.
+urlpatterns: list = []

@@ -1,0 +1,16 @@
+from django.http import HttpRequest
+
+from tools_app.roles import ADMIN, DEVELOPER, has_role
+
+
+def console(request: HttpRequest) -> dict:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    from tools_app.checks import console_warnings
+
+    return {
+        "is_admin": has_role(user, ADMIN),
+        "is_developer": has_role(user, DEVELOPER),
+        "console_warnings": console_warnings(),
+    }

@@ -1,0 +1,17 @@
+from tools_app.models.audit import AuditEvent
+from tools_app.models.integrations import Integration, IntegrationSecret
+from tools_app.models.runs import Run, RunArtifact, RunUpdate
+from tools_app.models.tokens import AgentToken
+from tools_app.models.tools import Tool, ToolVersion
+
+__all__ = [
+    "AgentToken",
+    "AuditEvent",
+    "Integration",
+    "IntegrationSecret",
+    "Run",
+    "RunArtifact",
+    "RunUpdate",
+    "Tool",
+    "ToolVersion",
+]

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class IntegrationQuerySet(models.QuerySet):
+    def enabled(self) -> IntegrationQuerySet:
+        return self.filter(enabled=True)
+
+
+class Integration(models.Model):
+    """Credentials and settings for one outside service. Plain fields live in `values`;
+    secret fields live encrypted in IntegrationSecret rows and are never shown again."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    type_slug = models.CharField(max_length=64)
+    label = models.CharField(max_length=200, blank=True)
+    enabled = models.BooleanField(default=True)
+    values = models.JSONField(default=dict, blank=True)
+    # Custom integrations carry their own field definitions (same shape as a type's fields).
+    custom_fields = models.JSONField(default=list, blank=True)
+    # Optimistic concurrency: a form carries the revision it started from.
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects = IntegrationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class IntegrationSecret(models.Model):
+    integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="secrets")
+    field = models.CharField(max_length=64)
+    ciphertext = models.TextField()
+    set_at = models.DateTimeField()
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["integration", "field"], name="unique_secret_field"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.integration_id}.{self.field}"

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    LOST = "lost"
+
+
+FINISHED = (
+    RunStatus.SUCCEEDED,
+    RunStatus.FAILED,
+    RunStatus.CANCELLED,
+    RunStatus.TIMED_OUT,
+    RunStatus.LOST,
+)
+
+
+class RunVia(models.TextChoices):
+    BROWSER = "browser"
+    API = "api"
+    COMMAND = "command"
+    MCP = "mcp"
+
+
+class RunQuerySet(models.QuerySet):
+    def active(self) -> RunQuerySet:
+        return self.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tool = models.ForeignKey("tools_app.Tool", on_delete=models.CASCADE, related_name="runs")
+    version = models.ForeignKey(
+        "tools_app.ToolVersion", on_delete=models.CASCADE, related_name="runs"
+    )
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
+    )
+    via = models.CharField(max_length=16, choices=RunVia.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    token = models.ForeignKey(
+        "tools_app.AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Params as shown and stored: sensitive inputs replaced by a mask.
+    params = models.JSONField(default=dict)
+    # Sensitive input values, encrypted, kept only until the run starts.
+    sealed_params = models.TextField(blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    stderr_tail = models.TextField(blank=True)
+    notices = models.JSONField(default=list, blank=True)
+    isolation = models.CharField(max_length=16, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    worker = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.tool_id} {self.id}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+
+class RunUpdate(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="updates")
+    seq = models.PositiveIntegerField()
+    content = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_run_update")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.seq}"
+
+
+class RunArtifact(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
+    name = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField()
+    # Relative to settings.ARTIFACTS_PATH.
+    path = models.CharField(max_length=500)
+
+    class Meta:
+        ordering = ["run", "name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Language(models.TextChoices):
+    TYPESCRIPT = "typescript"
+    JAVASCRIPT = "javascript"
+    BASH = "bash"
+    PYTHON = "python"
+
+
+class ToolQuerySet(models.QuerySet):
+    def published(self) -> ToolQuerySet:
+        """Tools agents see: enabled, with a published version."""
+        return self.filter(enabled=True, published_version__isnull=False)
+
+    def search(self, query: str) -> ToolQuerySet:
+        query = query.strip()
+        if not query:
+            return self
+        return self.filter(Q(name__icontains=query) | Q(description__icontains=query))
+
+    def using_integration(self, slug: str) -> ToolQuerySet:
+        return self.filter(integration_slugs__contains=f",{slug},")
+
+
+class Tool(models.Model):
+    """A named tool. Its content lives in immutable ToolVersions; the fields here are a
+    denormalized copy of the latest version's manifest so lists can filter and sort
+    without loading versions."""
+
+    name = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    language = models.CharField(max_length=16, choices=Language.choices)
+    # ",slug1,slug2," so that one LIKE finds the tools that use an integration on any database.
+    integration_slugs = models.CharField(max_length=1000, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    latest_number = models.PositiveIntegerField(default=0)
+    published_version = models.ForeignKey(
+        "ToolVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The highest version imported from seed/, so the page can say a newer seed arrived.
+    seed_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ToolQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def integrations(self) -> list[str]:
+        return [s for s in self.integration_slugs.split(",") if s]
+
+    @property
+    def status(self) -> str:
+        if not self.enabled:
+            return "disabled"
+        return "published" if self.published_version_id else "draft"
+
+    def copy_manifest(self, manifest: Mapping) -> None:
+        self.label = manifest.get("label") or manifest["name"]
+        self.description = manifest.get("description", "")
+        self.language = manifest.get("language", Language.TYPESCRIPT)
+        slugs = manifest.get("integrations") or []
+        self.integration_slugs = f",{','.join(slugs)}," if slugs else ""
+
+
+class VersionSource(models.TextChoices):
+    SEED = "seed"
+    CONSOLE = "console"
+    IMPORT = "import"
+    ROLLBACK = "rollback"
+
+
+class ToolVersion(models.Model):
+    """One immutable version of a tool: TOOL.md, parsed manifest and every file."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    toolmd = models.TextField()
+    manifest = models.JSONField()
+    # path -> text, or path -> {"base64": ...} for files that are not UTF-8.
+    files = models.JSONField()
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveIntegerField(default=0)
+    source = models.CharField(max_length=16, choices=VersionSource.choices)
+    note = models.CharField(max_length=500, blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tool", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "number"], name="unique_tool_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_id}@{self.number}"
+
+    @property
+    def is_draft(self) -> bool:
+        return self.published_at is None
+
+    def file_bytes(self) -> dict[str, bytes]:
+        return decode_files(self.files)
+
+    @property
+    def entry(self) -> str | None:
+        from tools_app.toolmd import ENTRY_FILES
+
+        for candidate in ENTRY_FILES.get(self.manifest.get("language", ""), ()):
+            if candidate in self.files:
+                return candidate
+        return None
+
+
+def encode_files(files: Mapping[str, bytes]) -> dict[str, object]:
+    encoded: dict[str, object] = {}
+    for path in sorted(files):
+        data = files[path]
+        try:
+            encoded[path] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            encoded[path] = {"base64": base64.b64encode(data).decode("ascii")}
+    return encoded
+
+
+def decode_files(files: Mapping[str, object]) -> dict[str, bytes]:
+    decoded: dict[str, bytes] = {}
+    for path, value in files.items():
+        if isinstance(value, str):
+            decoded[path] = value.encode("utf-8")
+        else:
+            decoded[path] = base64.b64decode(value["base64"])  # type: ignore[index]
+    return decoded

@@ -1,0 +1,37 @@
+"""Resource limits of one run (DESIGN.md section 3) and how they are shown to people."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 60
+    memory_mb: int = 512
+    max_processes: int = 64
+    max_result_bytes: int = 1 << 20
+    max_updates: int = 1000
+    max_update_bytes: int = 64 << 10
+    max_artifact_bytes: int = 10 << 20
+    max_artifacts_total: int = 50 << 20
+    stderr_tail_bytes: int = 64 << 10
+    grace_seconds: float = 5
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mb << 20
+
+
+def format_bytes(size: int) -> str:
+    """1048576 -> "1 MiB", 65536 -> "64 KiB", 1500 -> "1500 bytes"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.1f} MiB"
+    return f"{size} bytes"
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds:g} s"

@@ -1,0 +1,50 @@
+"""What a caller hands the runner and what it gets back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .limits import Limits
+
+LANGUAGES = ("typescript", "javascript", "python", "bash")
+
+# Run statuses.
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    tool_dir: Path  # the materialized tool folder; mounted read-only
+    language: str  # typescript | javascript | python | bash
+    entry: str  # entry file name inside tool_dir, e.g. "index.ts"
+    params: dict[str, Any]
+    tool_call_id: str
+    env: dict[str, str]  # only the declared integrations' variables, decrypted
+    secrets: dict[str, str]  # label -> plaintext, for redaction
+    network: bool = True
+    limits: Limits = field(default_factory=Limits)
+    work_root: Path | None = None  # where the per-run dir is made (a temp dir if None)
+
+
+@dataclass
+class Artifact:
+    name: str  # path relative to TOOL_OUTPUT_DIR, redacted
+    path: Path  # the runner's copy, under <run dir>/artifacts; the caller moves it
+    size: int
+
+
+@dataclass
+class RunOutcome:
+    status: str  # succeeded | failed | cancelled | timed_out
+    result: dict[str, Any]  # {"content": [{"type": "text", "text": ...}], "isError": bool}
+    stderr_tail: str
+    artifacts: list[Artifact]
+    isolation: str  # "bwrap" or "process"
+    exit_code: int | None  # negative: killed by that signal (subprocess convention)
+    duration: float
+    notices: list[str] = field(default_factory=list)

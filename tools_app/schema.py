@@ -1,0 +1,163 @@
+"""JSON Schema (draft 2020-12) of a tool's inputs, registry entries, and parameter checks.
+
+Registry formats (DESIGN.md section 6, `?format=`):
+
+- native: every manifest field plus `input_schema`, plus any `extra` (e.g. sha256);
+- openai: a Chat Completions tool, `{"type": "function", "function": {...}}`;
+- anthropic: a Messages API tool, `{"name", "description", "input_schema"}`;
+- mcp: an MCP `Tool`, `{"name", "title", "description", "inputSchema"}`; `extra` goes
+  into `_meta`, MCP's place for such data.
+
+OpenAI and Anthropic get the schema without `$schema` and never `extra`: their APIs
+refuse fields they do not know.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from tools_app.toolmd import InputSpec, Manifest
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+FORMATS = ("native", "openai", "anthropic", "mcp")
+_JSON_TYPES = {"string": "string", "number": "number", "integer": "integer"}
+_JSON_TYPES |= {"boolean": "boolean", "enum": "string"}
+
+
+def _property(spec: InputSpec) -> dict[str, Any]:
+    prop: dict[str, Any] = {"type": _JSON_TYPES[spec.type], "description": spec.description}
+    if spec.type == "enum":
+        prop["enum"] = list(spec.values)
+    if spec.has_default:
+        prop["default"] = spec.default
+    if spec.sensitive:
+        prop["writeOnly"] = True
+    return prop
+
+
+def input_schema(manifest: Manifest) -> dict[str, Any]:
+    """The JSON Schema of a tool's `params` object."""
+    return {
+        "$schema": DRAFT_2020_12,
+        "type": "object",
+        "properties": {name: _property(spec) for name, spec in manifest.inputs.items()},
+        "required": [name for name, spec in manifest.inputs.items() if not spec.optional],
+        "additionalProperties": False,
+    }
+
+
+def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+def tool_entry(
+    manifest: Manifest, *, fmt: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One tool as the registry lists it in format `fmt` (one of FORMATS)."""
+    schema = input_schema(manifest)
+    if fmt == "native":
+        return {
+            "name": manifest.name,
+            "label": manifest.label,
+            "description": manifest.description,
+            "version": manifest.version,
+            "language": manifest.language,
+            "integrations": list(manifest.integrations),
+            "timeout": manifest.timeout,
+            "network": manifest.network,
+            "input_schema": schema,
+            **(extra or {}),
+        }
+    if fmt == "openai":
+        function = {
+            "name": manifest.name,
+            "description": manifest.description,
+            "parameters": _without_dialect(schema),
+        }
+        return {"type": "function", "function": function}
+    if fmt == "anthropic":
+        return {
+            "name": manifest.name,
+            "description": manifest.description,
+            "input_schema": _without_dialect(schema),
+        }
+    if fmt == "mcp":
+        entry: dict[str, Any] = {
+            "name": manifest.name,
+            "title": manifest.label,
+            "description": manifest.description,
+            "inputSchema": schema,
+        }
+        if extra:
+            entry["_meta"] = dict(extra)
+        return entry
+    raise ValueError(f"unknown registry format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def validate_params(manifest: Manifest, params: object) -> tuple[dict[str, Any], list[str]]:
+    """Check `params` against the tool's inputs and fill in defaults.
+
+    Returns (params with defaults, errors), every error as "path: message", all of them.
+    A null value counts as not given (forms send empty optional fields as null). Messages
+    never quote the value of a sensitive input."""
+    if not isinstance(params, dict):
+        return {}, [f"params: must be an object, got {_json_kind(params)}"]
+    filled = {key: value for key, value in params.items() if value is not None}
+    for name, spec in manifest.inputs.items():
+        if spec.has_default and name not in filled:
+            filled[name] = copy.deepcopy(spec.default)
+
+    validator = Draft202012Validator(input_schema(manifest))
+    errors = [_message(manifest, error) for error in validator.iter_errors(filled)]
+    for name, value in filled.items():
+        if isinstance(value, float) and not math.isfinite(value) and name in manifest.inputs:
+            errors.append(f"{name}: must be a finite number")
+    return filled, sorted(set(errors))
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _message(manifest: Manifest, error: ValidationError) -> str:
+    path = ".".join(str(part) for part in error.absolute_path) or "params"
+    name = str(error.absolute_path[0]) if error.absolute_path else ""
+    spec = manifest.inputs.get(name)
+    if error.validator == "required":
+        missing = str(error.message).split("'")[1] if "'" in error.message else "?"
+        return f"{missing}: is required"
+    if error.validator == "additionalProperties":
+        known = set(manifest.inputs)
+        unknown = sorted(str(key) for key in error.instance if key not in known)
+        allowed = ", ".join(manifest.inputs) or "none"
+        return f"{', '.join(unknown)}: unknown parameter (allowed: {allowed})"
+    if spec is not None and error.validator == "type":
+        wanted = "true or false" if spec.type == "boolean" else f"{_article(spec.type)}"
+        return f"{path}: must be {wanted}, got {_json_kind(error.instance)}"
+    if spec is not None and error.validator == "enum":
+        shown = "the value" if spec.sensitive else repr(error.instance)
+        return f"{path}: {shown} is not one of {', '.join(spec.values)}"
+    if spec is not None and spec.sensitive:
+        return f"{path}: is not valid"
+    return f"{path}: {error.message}"
+
+
+def _article(type_: str) -> str:
+    return {"integer": "an integer", "enum": "a string"}.get(type_, f"a {type_}")

@@ -1,0 +1,1015 @@
+"""TOOL.md: parse and validate a tool's manifest (DESIGN.md section 2).
+
+A TOOL.md is YAML frontmatter between `---` lines followed by a Markdown body. Parsing never
+raises on bad input: it returns a ParseResult holding a Manifest when there is no error, and
+every problem found, each naming the file, the 1-based line in TOOL.md and the key.
+
+Choices the design leaves open, fixed here:
+
+- The YAML is composed with a SafeLoader subclass that refuses anchors and aliases (an error,
+  never an expansion), custom tags, non-string and duplicate keys, and nesting deeper than
+  MAX_DEPTH. Size caps are checked before any YAML is read.
+- An optional key given as an empty value (`label:`) or `null` means "not set": the default
+  applies. A required key given that way is missing.
+- Enum `values` is a comma-separated string (`values: fast, thorough`; items are stripped).
+  A YAML list of strings is accepted too, with a warning, because agents' loaders read the
+  same file and the documented form is the string.
+- `version` is at most 2**31 - 1 (it is stored in a database integer column).
+- Integration slugs match SLUG_RE.
+- Problems about the file as a whole use the key `file` (size, encoding); a missing
+  TOOL.md uses the key `TOOL.md`; a missing entry file uses the key `entry`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+LANGUAGES = ("typescript", "javascript", "bash", "python")
+INPUT_TYPES = ("string", "number", "integer", "boolean", "enum")
+ENTRY_FILES: dict[str, tuple[str, ...]] = {
+    "typescript": ("index.ts",),
+    "javascript": ("index.js", "index.mjs"),
+    "python": ("index.py",),
+    "bash": ("index.sh",),
+}
+INPUT_KEYS = ("type", "description", "optional", "sensitive", "values", "default")
+TOP_KEYS = (
+    "name",
+    "label",
+    "description",
+    "version",
+    "language",
+    "inputs",
+    "integrations",
+    "timeout",
+    "network",
+)
+
+MAX_FRONTMATTER = 64 * 1024
+MAX_TOOLMD = 256 * 1024
+MAX_DESCRIPTION = 2000
+MAX_VERSION = 2**31 - 1
+MAX_TIMEOUT = 900
+MAX_DEPTH = 32
+DEFAULT_LANGUAGE = "typescript"
+DEFAULT_TIMEOUT = 60
+
+NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+INPUT_NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+SLUG_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+# The frontmatter starts on the line after the opening `---`.
+FIRST_FRONTMATTER_LINE = 2
+ERROR = "error"
+WARNING = "warning"
+
+_TAG = "tag:yaml.org,2002:"
+_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+_DELIMITER_RE = re.compile(r"---[ \t]*(?:\r\n|\r|\n)?")
+_INVALID = object()  # a value already reported as unreadable
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    line: int
+    key: str
+    message: str
+    severity: str = ERROR  # "error" | "warning"
+
+    def __str__(self) -> str:
+        mark = "warning: " if self.severity == WARNING else ""
+        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    type: str
+    description: str
+    optional: bool = False
+    sensitive: bool = False
+    values: tuple[str, ...] = ()
+    default: Any = None
+    has_default: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "type": self.type,
+            "description": self.description,
+            "optional": self.optional,
+            "sensitive": self.sensitive,
+        }
+        if self.type == "enum":
+            data["values"] = list(self.values)
+        if self.has_default:
+            data["default"] = self.default
+        return data
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    label: str
+    description: str
+    version: int = 1
+    language: str = DEFAULT_LANGUAGE
+    inputs: dict[str, InputSpec] = field(default_factory=dict)
+    integrations: tuple[str, ...] = ()
+    timeout: int = DEFAULT_TIMEOUT
+    network: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+
+    @property
+    def entry_candidates(self) -> tuple[str, ...]:
+        return ENTRY_FILES[self.language]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, stable key order; the body is left out (it is stored as TOOL.md)."""
+        return {
+            "name": self.name,
+            "label": self.label,
+            "description": self.description,
+            "version": self.version,
+            "language": self.language,
+            "inputs": {name: spec.to_dict() for name, spec in self.inputs.items()},
+            "integrations": list(self.integrations),
+            "timeout": self.timeout,
+            "network": self.network,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], body: str = "") -> Manifest:
+        """Rebuild a manifest stored with to_dict() (trusted data, not validated again)."""
+        inputs = {
+            name: InputSpec(
+                name=name,
+                type=spec["type"],
+                description=spec.get("description", ""),
+                optional=bool(spec.get("optional", False)),
+                sensitive=bool(spec.get("sensitive", False)),
+                values=tuple(spec.get("values", ())),
+                default=spec.get("default"),
+                has_default="default" in spec,
+            )
+            for name, spec in (data.get("inputs") or {}).items()
+        }
+        return cls(
+            name=data["name"],
+            label=data.get("label") or data["name"],
+            description=data.get("description", ""),
+            version=int(data.get("version", 1)),
+            language=data.get("language", DEFAULT_LANGUAGE),
+            inputs=inputs,
+            integrations=tuple(data.get("integrations") or ()),
+            timeout=int(data.get("timeout", DEFAULT_TIMEOUT)),
+            network=bool(data.get("network", True)),
+            extra=dict(data.get("extra") or {}),
+            body=body,
+        )
+
+
+@dataclass
+class ParseResult:
+    manifest: Manifest | None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+# --- Splitting frontmatter and body -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Character offsets of the frontmatter in a TOOL.md text (BOM already removed)."""
+
+    fm_start: int  # first character after the opening `---` line
+    fm_end: int  # first character of the closing `---` line
+    body_start: int  # first character after the closing `---` line
+    newline: str  # the opening line's line ending
+
+
+def _split(text: str) -> _Split | str:
+    """Locate the frontmatter, or return why there is none."""
+    lines = _LINE_RE.finditer(text)
+    first = next(lines, None)
+    if first is None or not _DELIMITER_RE.fullmatch(first.group()):
+        return "TOOL.md must start with a '---' line, then YAML frontmatter and a '---' line"
+    opening = first.group()
+    newline = opening[len(opening.rstrip("\r\n")) :] or "\n"
+    for line in lines:
+        if _DELIMITER_RE.fullmatch(line.group()):
+            return _Split(first.end(), line.start(), line.end(), newline)
+    return "the frontmatter is not closed: no '---' line after it"
+
+
+def _byte_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+# --- YAML: compose safely, then convert nodes to values that remember their lines ----------
+
+
+class _Refused(Exception):
+    def __init__(self, mark: Any, message: str) -> None:
+        super().__init__(message)
+        self.mark = mark
+        self.message = message
+
+
+class _Loader(yaml.SafeLoader):
+    """Composes a node tree; anchors and aliases are refused before anything expands."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused(event.start_mark, "YAML anchors and aliases (& and *) are not allowed")
+        if self._depth >= MAX_DEPTH:
+            raise _Refused(event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def compose_frontmatter(text: str) -> Node | None:
+    """Compose frontmatter YAML into nodes; raises yaml.YAMLError or _Refused."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+class _Map(dict[str, Any]):
+    """A YAML mapping's values plus the lines of its keys and values."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.key_lines: dict[str, int] = {}
+        self.value_lines: dict[str, int] = {}
+
+
+class _Seq(list[Any]):
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.item_lines: list[int] = []
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, datetime | date):
+        return "a date (quote it to make it a string)"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str | int | float | bool) else _kind(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Checker:
+    """Collects problems for one TOOL.md."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[Problem] = []
+
+    def error(self, line: int, key: str, message: str) -> None:
+        self.problems.append(Problem(self.path, line, key, message, ERROR))
+
+    def warning(self, line: int, key: str, message: str) -> None:
+        self.problems.append(Problem(self.path, line, key, message, WARNING))
+
+    @property
+    def failed(self) -> bool:
+        return any(p.severity == ERROR for p in self.problems)
+
+    # Node conversion --------------------------------------------------------------------
+
+    def convert(self, node: Node, key: str) -> Any:
+        line = node.start_mark.line + FIRST_FRONTMATTER_LINE
+        if isinstance(node, MappingNode):
+            return self._mapping(node, key, line)
+        if isinstance(node, SequenceNode):
+            if node.tag != _TAG + "seq":
+                self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
+                return _INVALID
+            seq = _Seq(line)
+            for i, item in enumerate(node.value):
+                seq.append(self.convert(item, f"{key}[{i}]"))
+                seq.item_lines.append(item.start_mark.line + FIRST_FRONTMATTER_LINE)
+            return seq
+        if node.tag not in _SCALAR_TAGS:
+            self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
+            return _INVALID
+        try:
+            return SafeConstructor().construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
+            reason = str(exc).splitlines()[0][:100] if str(exc) else type(exc).__name__
+            self.error(line, key or "frontmatter", f"cannot read {_show(node.value)}: {reason}")
+            return _INVALID
+
+    def _mapping(self, node: MappingNode, key: str, line: int) -> Any:
+        if node.tag != _TAG + "map":
+            self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
+            return _INVALID
+        result = _Map(line)
+        for key_node, value_node in node.value:
+            key_line = key_node.start_mark.line + FIRST_FRONTMATTER_LINE
+            raw = key_node.value if isinstance(key_node, ScalarNode) else "?"
+            name = f"{key}.{raw}" if key else str(raw)
+            if isinstance(key_node, ScalarNode) and key_node.tag == _TAG + "merge":
+                self.error(key_line, name, "YAML merge keys (<<) are not allowed")
+                continue
+            if not isinstance(key_node, ScalarNode) or key_node.tag != _TAG + "str":
+                what = key_node.tag.removeprefix(_TAG) if isinstance(key_node, ScalarNode) else ""
+                hint = f" ({raw!r} is read as {what}; quote it)" if what else ""
+                self.error(key_line, name, f"keys must be strings{hint}")
+                continue
+            if raw in result:
+                first = result.key_lines[raw]
+                self.error(key_line, name, f"duplicate key {raw!r} (first on line {first})")
+                continue
+            result[raw] = self.convert(value_node, name)
+            result.key_lines[raw] = key_line
+            result.value_lines[raw] = value_node.start_mark.line + FIRST_FRONTMATTER_LINE
+        return result
+
+
+# --- Validation -------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def _string(c: _Checker, m: _Map, key: str, *, path: str, required: bool) -> str | None:
+    """A non-empty string (stripped), or None when absent/invalid (reported)."""
+    value = m.get(key)
+    if value is _INVALID:
+        return None
+    if value is None:
+        if required:
+            c.error(m.key_lines.get(key, m.line), path, "is required")
+        return None
+    if not isinstance(value, str):
+        c.error(m.value_lines[key], path, f"must be a string, got {_kind(value)}")
+        return None
+    if not value.strip():
+        c.error(m.value_lines[key], path, "must not be empty")
+        return None
+    return value.strip()
+
+
+def _boolean(c: _Checker, m: _Map, key: str, *, path: str, default: bool) -> bool:
+    value = m.get(key)
+    if value is None or value is _INVALID:
+        return default
+    if not isinstance(value, bool):
+        c.error(m.value_lines[key], path, f"must be true or false, got {_show(value)}")
+        return default
+    return value
+
+
+def _integer(c: _Checker, m: _Map, key: str, *, low: int, high: int, default: int) -> int:
+    value = m.get(key)
+    if value is None or value is _INVALID:
+        return default
+    if not _is_int(value):
+        c.error(m.value_lines[key], key, f"must be an integer, got {_show(value)}")
+        return default
+    if not low <= value <= high:
+        c.error(m.value_lines[key], key, f"{value} is not between {low} and {high}")
+        return default
+    return value
+
+
+def _check_name(c: _Checker, m: _Map, folder_name: str | None) -> str | None:
+    name = m.get("name")
+    if name is _INVALID:
+        return None
+    if name is None:
+        c.error(m.key_lines.get("name", 1), "name", "is required")
+        return None
+    line = m.value_lines["name"]
+    if not isinstance(name, str):
+        c.error(line, "name", f"must be a string, got {_kind(name)}")
+        return None
+    if not NAME_RE.fullmatch(name):
+        c.error(
+            line,
+            "name",
+            f"{_show(name)} is not a valid name: lowercase letters, digits and _, "
+            "starting with a letter, at most 64 characters",
+        )
+        return None
+    if folder_name is not None and name != folder_name:
+        c.error(line, "name", f"{name!r} must equal the folder name {folder_name!r}")
+    return name
+
+
+def _check_description(c: _Checker, m: _Map) -> str | None:
+    if "description" not in m:
+        c.error(1, "description", "is required")
+        return None
+    description = _string(c, m, "description", path="description", required=True)
+    if description is not None and len(description) > MAX_DESCRIPTION:
+        c.error(
+            m.value_lines["description"],
+            "description",
+            f"is {len(description)} characters long; at most {MAX_DESCRIPTION} are allowed",
+        )
+        return None
+    return description
+
+
+def _check_language(c: _Checker, m: _Map) -> str:
+    language = m.get("language")
+    if language is None or language is _INVALID:
+        return DEFAULT_LANGUAGE
+    if not isinstance(language, str) or language not in LANGUAGES:
+        c.error(
+            m.value_lines["language"],
+            "language",
+            f"{_show(language)} is not one of {', '.join(LANGUAGES)}",
+        )
+        return DEFAULT_LANGUAGE
+    return language
+
+
+def _check_integrations(c: _Checker, m: _Map) -> tuple[str, ...]:
+    value = m.get("integrations")
+    if value is None or value is _INVALID:
+        return ()
+    if not isinstance(value, _Seq):
+        c.error(
+            m.value_lines["integrations"],
+            "integrations",
+            f"must be a list of integration slugs like [github], got {_kind(value)}",
+        )
+        return ()
+    slugs: list[str] = []
+    for i, (slug, line) in enumerate(zip(value, value.item_lines, strict=True)):
+        key = f"integrations[{i}]"
+        if slug is _INVALID:
+            continue
+        if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug):
+            c.error(
+                line,
+                key,
+                f"{_show(slug)} is not an integration slug (lowercase letters, digits, _ and -)",
+            )
+        elif slug in slugs:
+            c.error(line, key, f"{slug!r} is listed twice")
+        else:
+            slugs.append(slug)
+    return tuple(slugs)
+
+
+def _enum_values(c: _Checker, spec: _Map, path: str) -> tuple[str, ...] | None:
+    value = spec["values"]
+    line = spec.value_lines["values"]
+    key = f"{path}.values"
+    items: list[Any]
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
+    elif isinstance(value, _Seq):
+        c.warning(
+            line,
+            key,
+            "a YAML list works here, but the documented form is a comma-separated string "
+            "(values: a, b, c) that agents' loaders expect",
+        )
+        items = [item.strip() if isinstance(item, str) else item for item in value]
+    else:
+        c.error(line, key, f"must be a comma-separated string like 'a, b', got {_kind(value)}")
+        return None
+    values: list[str] = []
+    for item in items:
+        if item is _INVALID:
+            return None
+        if not isinstance(item, str):
+            c.error(line, key, f"every value must be a string, got {_kind(item)}")
+            return None
+        if not item:
+            c.error(line, key, "has an empty value (check the commas)")
+            return None
+        if "," in item:
+            c.error(line, key, f"value {item!r} must not contain a comma")
+            return None
+        if item in values:
+            c.error(line, key, f"value {item!r} is listed twice")
+            return None
+        values.append(item)
+    return tuple(values)
+
+
+def _default_matches(type_: str, value: Any, values: tuple[str, ...]) -> str | None:
+    """Why `value` cannot be the default of an input of type `type_`, or None."""
+    if type_ == "string":
+        return None if isinstance(value, str) else f"must be a string, got {_kind(value)}"
+    if type_ == "integer":
+        return None if _is_int(value) else f"must be an integer, got {_show(value)}"
+    if type_ == "number":
+        return None if _is_number(value) else f"must be a number, got {_show(value)}"
+    if type_ == "boolean":
+        return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
+    if not isinstance(value, str) or value not in values:
+        return f"{_show(value)} is not one of the values {', '.join(values)}"
+    return None
+
+
+def _check_input(c: _Checker, name: str, spec: Any, line: int) -> InputSpec | None:
+    path = f"inputs.{name}"
+    if not isinstance(spec, _Map):
+        c.error(
+            line,
+            path,
+            f"must be a mapping with type and description, got {_kind(spec)}",
+        )
+        return None
+    for key in spec:
+        if key not in INPUT_KEYS:
+            c.error(
+                spec.key_lines[key],
+                f"{path}.{key}",
+                f"unknown input key {key!r} (allowed: {', '.join(INPUT_KEYS)})",
+            )
+    type_ = spec.get("type")
+    if type_ is None:
+        c.error(line, f"{path}.type", f"is required: one of {', '.join(INPUT_TYPES)}")
+    elif type_ is not _INVALID and (not isinstance(type_, str) or type_ not in INPUT_TYPES):
+        c.error(
+            spec.value_lines["type"],
+            f"{path}.type",
+            f"{_show(type_)} is not one of {', '.join(INPUT_TYPES)}",
+        )
+        type_ = None
+    if "description" not in spec:
+        c.error(line, f"{path}.description", "is required")
+        description = None
+    else:
+        description = _string(c, spec, "description", path=f"{path}.description", required=True)
+    optional = _boolean(c, spec, "optional", path=f"{path}.optional", default=False)
+    sensitive = _boolean(c, spec, "sensitive", path=f"{path}.sensitive", default=False)
+
+    values: tuple[str, ...] | None = ()
+    if spec.get("values") is not None and spec["values"] is not _INVALID:
+        if type_ == "enum":
+            values = _enum_values(c, spec, path)
+        elif type_ is not None:
+            c.error(
+                spec.value_lines["values"],
+                f"{path}.values",
+                f"is only allowed for type enum, not {type_}",
+            )
+    elif type_ == "enum":
+        c.error(
+            spec.key_lines.get("values", line),
+            f"{path}.values",
+            "is required for type enum: a comma-separated string like 'fast, thorough'",
+        )
+        values = None
+
+    default = spec.get("default")
+    has_default = default is not None and default is not _INVALID
+    if has_default and type_ is not None and values is not None:
+        why = _default_matches(type_, default, values)
+        if why:
+            c.error(spec.value_lines["default"], f"{path}.default", why)
+        elif sensitive:
+            c.warning(
+                spec.value_lines["default"],
+                f"{path}.default",
+                "a sensitive input should not have a default: TOOL.md is not secret",
+            )
+        elif not optional:
+            c.warning(
+                spec.value_lines["default"],
+                f"{path}.default",
+                "an input with a default is never missing; mark it optional: true",
+            )
+    if type_ is None or description is None or values is None:
+        return None
+    return InputSpec(
+        name=name,
+        type=type_,
+        description=description,
+        optional=optional,
+        sensitive=sensitive,
+        values=values,
+        default=default if has_default else None,
+        has_default=has_default,
+    )
+
+
+def _check_inputs(c: _Checker, m: _Map) -> dict[str, InputSpec]:
+    value = m.get("inputs")
+    if value is None or value is _INVALID:
+        return {}
+    if not isinstance(value, _Map):
+        c.error(
+            m.value_lines["inputs"],
+            "inputs",
+            f"must be a mapping of input names to specs, got {_kind(value)}",
+        )
+        return {}
+    inputs: dict[str, InputSpec] = {}
+    for name, spec in value.items():
+        line = value.key_lines[name]
+        if not INPUT_NAME_RE.fullmatch(name):
+            c.error(
+                line,
+                f"inputs.{name}",
+                f"{name!r} is not a valid input name: lowercase letters, digits and _, "
+                "not starting with a digit, at most 64 characters",
+            )
+            continue
+        if spec is _INVALID:
+            continue
+        checked = _check_input(c, name, spec, line)
+        if checked is not None:
+            inputs[name] = checked
+    return inputs
+
+
+def _jsonable(value: Any) -> Any:
+    """Unknown keys are kept in `extra`; make their values JSON-able."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items() if v is not _INVALID}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value if v is not _INVALID]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def _check_manifest(c: _Checker, m: _Map, folder_name: str | None, body: str) -> Manifest | None:
+    name = _check_name(c, m, folder_name)
+    label = _string(c, m, "label", path="label", required=False)
+    description = _check_description(c, m)
+    version = _integer(c, m, "version", low=1, high=MAX_VERSION, default=1)
+    language = _check_language(c, m)
+    inputs = _check_inputs(c, m)
+    integrations = _check_integrations(c, m)
+    timeout = _integer(c, m, "timeout", low=1, high=MAX_TIMEOUT, default=DEFAULT_TIMEOUT)
+    network = _boolean(c, m, "network", path="network", default=True)
+    extra: dict[str, Any] = {}
+    for key in m:
+        if key not in TOP_KEYS:
+            c.warning(m.key_lines[key], key, f"unknown key {key!r} is ignored")
+            extra[key] = _jsonable(m[key])
+    if c.failed or name is None or description is None:
+        return None
+    return Manifest(
+        name=name,
+        label=label or name,
+        description=description,
+        version=version,
+        language=language,
+        inputs=inputs,
+        integrations=integrations,
+        timeout=timeout,
+        network=network,
+        extra=extra,
+        body=body,
+    )
+
+
+# --- Public API -------------------------------------------------------------------------
+
+
+def _decode(data: bytes, c: _Checker) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        c.error(line, "file", f"is not valid UTF-8 (byte {data[exc.start]:#04x} at {exc.start})")
+        return None
+
+
+def parse_toolmd(
+    text: str | bytes, path: str = "TOOL.md", folder_name: str | None = None
+) -> ParseResult:
+    """Parse and validate a TOOL.md; never raises on any input."""
+    c = _Checker(path)
+    try:
+        return _parse(text, c, folder_name)
+    except RecursionError:  # belt and braces: MAX_DEPTH should prevent it
+        c.error(1, "frontmatter", "YAML nested too deeply")
+        return ParseResult(None, c.problems)
+
+
+def _parse(text: str | bytes, c: _Checker, folder_name: str | None) -> ParseResult:
+    size = len(text) if isinstance(text, bytes) else _byte_len(text)
+    if size > MAX_TOOLMD:
+        c.error(1, "file", f"is {size} bytes; a TOOL.md may have at most {MAX_TOOLMD}")
+        return ParseResult(None, c.problems)
+    if isinstance(text, bytes):
+        decoded = _decode(text, c)
+        if decoded is None:
+            return ParseResult(None, c.problems)
+        text = decoded
+    text = text.removeprefix("\ufeff")
+
+    split = _split(text)
+    if isinstance(split, str):
+        c.error(1, "frontmatter", split)
+        return ParseResult(None, c.problems)
+    frontmatter = text[split.fm_start : split.fm_end]
+    if _byte_len(frontmatter) > MAX_FRONTMATTER:
+        c.error(
+            1,
+            "frontmatter",
+            f"is {_byte_len(frontmatter)} bytes; at most {MAX_FRONTMATTER} are allowed",
+        )
+        return ParseResult(None, c.problems)
+    body = text[split.body_start :].replace("\r\n", "\n").replace("\r", "\n")
+
+    try:
+        root = compose_frontmatter(frontmatter)
+    except _Refused as exc:
+        c.error(exc.mark.line + FIRST_FRONTMATTER_LINE, "frontmatter", exc.message)
+        return ParseResult(None, c.problems)
+    except yaml.YAMLError as exc:
+        c.error(_yaml_error_line(exc, frontmatter), "frontmatter", _yaml_message(exc))
+        return ParseResult(None, c.problems)
+
+    if root is None:
+        value: Any = _Map(FIRST_FRONTMATTER_LINE)
+    else:
+        value = c.convert(root, "")
+    if value is _INVALID:
+        return ParseResult(None, c.problems)
+    if not isinstance(value, _Map):
+        c.error(
+            FIRST_FRONTMATTER_LINE,
+            "frontmatter",
+            f"must be a YAML mapping of keys to values, got {_kind(value)}",
+        )
+        return ParseResult(None, c.problems)
+    manifest = _check_manifest(c, value, folder_name, body)
+    return ParseResult(manifest, c.problems)
+
+
+def _yaml_error_line(exc: yaml.YAMLError, frontmatter: str) -> int:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return int(mark.line) + FIRST_FRONTMATTER_LINE
+    position = getattr(exc, "position", None)  # a ReaderError (unprintable character)
+    if isinstance(position, int):
+        before = frontmatter[:position]
+        return before.count("\n") + FIRST_FRONTMATTER_LINE
+    return 1
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        context = exc.context or ""
+        if context and exc.context_mark is not None:
+            context += f" (line {exc.context_mark.line + FIRST_FRONTMATTER_LINE})"
+        detail = ", ".join(p for p in (context, exc.problem or "") if p)
+    else:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"YAML syntax error: {detail}"
+
+
+def _folder_and_toolmd(path: str) -> tuple[str, str]:
+    """`path` names the folder or its TOOL.md; return (folder name, TOOL.md path)."""
+    posix = PurePosixPath(path.replace(os.sep, "/"))
+    if posix.name == "TOOL.md":
+        return posix.parent.name, path
+    return posix.name, f"{path.rstrip('/')}/TOOL.md"
+
+
+def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
+    """Validate an in-memory tool folder {relative path: bytes}.
+
+    `path` names the folder (`tools/web_fetch`) or its TOOL.md (`tools/web_fetch/TOOL.md`);
+    the folder's last component is the name the manifest must carry."""
+    folder_name, toolmd_path = _folder_and_toolmd(path)
+    if "TOOL.md" not in files:
+        problem = Problem(
+            toolmd_path,
+            1,
+            "TOOL.md",
+            "missing: a tool folder holds TOOL.md and an entry file",
+        )
+        return ParseResult(None, [problem])
+    result = parse_toolmd(files["TOOL.md"], toolmd_path, folder_name or None)
+    if result.manifest is None:
+        entry_problem = _missing_entry_for_text(files, toolmd_path)
+        return ParseResult(None, result.problems + entry_problem)
+    problems = list(result.problems)
+    problems += _entry_problems(files, result.manifest.language, toolmd_path, 1)
+    if any(p.severity == ERROR for p in problems):
+        return ParseResult(None, problems)
+    return ParseResult(result.manifest, problems)
+
+
+def _missing_entry_for_text(files: Mapping[str, bytes], toolmd_path: str) -> list[Problem]:
+    """An invalid TOOL.md may still be paired with no entry file at all: say so too."""
+    if any(entry in files for names in ENTRY_FILES.values() for entry in names):
+        return []
+    expected = " or ".join(n for names in ENTRY_FILES.values() for n in names)
+    return [Problem(toolmd_path, 1, "entry", f"no entry file: expected one of {expected}")]
+
+
+def _entry_problems(
+    files: Mapping[str, bytes], language: str, toolmd_path: str, line: int
+) -> list[Problem]:
+    candidates = ENTRY_FILES[language]
+    present = [name for name in candidates if name in files]
+    if len(present) > 1:
+        message = f"both {' and '.join(present)} exist; {present[0]} is used"
+        return [Problem(toolmd_path, line, "entry", message, WARNING)]
+    if present:
+        return []
+    others = [
+        f"{name} (language: {lang})"
+        for lang, names in ENTRY_FILES.items()
+        if lang != language
+        for name in names
+        if name in files
+    ]
+    message = f"{' or '.join(candidates)} is missing (language: {language})"
+    if others:
+        message += f"; found {', '.join(others)}: set language accordingly"
+    return [Problem(toolmd_path, line, "entry", message)]
+
+
+def validate_tool_dir(path: Path) -> ParseResult:
+    """Validate a tool folder on disk (read through bundle's limits and refusals)."""
+    from tools_app import bundle  # bundle imports nothing from here; keep the edge one-way
+
+    path = Path(path)
+    try:
+        files = bundle.read_tool_dir(path)
+    except (bundle.BundleError, OSError) as exc:
+        problem = Problem(f"{path}/TOOL.md", 1, "files", str(exc))
+        return ParseResult(None, [problem])
+    # "." or ".." carry no folder name; the resolved path does.
+    label = str(path) if path.name not in ("", "..") else str(path.resolve())
+    return validate_files(files, label)
+
+
+def _is_junk(path: Path) -> bool:
+    from tools_app.bundle import JUNK_NAMES
+
+    return path.name in JUNK_NAMES or path.name.startswith(".")
+
+
+def scan(paths: Iterable[Path | str]) -> Iterator[tuple[str, ParseResult]]:
+    """Validate each path: a tool folder, a TOOL.md, or a folder of tool folders.
+
+    Yields (tool path, result) for every tool found, and for every folder in a folder of
+    tools that is not a tool (missing TOOL.md or entry file): those are never skipped."""
+    for raw in paths:
+        path = Path(raw)
+        label = str(raw)
+        if not path.exists():
+            problem = Problem(label, 1, "path", "does not exist")
+            yield label, ParseResult(None, [problem])
+        elif path.is_file():
+            if path.name == "TOOL.md":
+                yield str(path.parent), validate_tool_dir(path.parent)
+            else:
+                yield label, _parse_file(path, label)
+        elif (path / "TOOL.md").exists() or not _subfolders(path):
+            # A tool folder, or a folder with no subfolders that lacks TOOL.md (reported).
+            if not (path / "TOOL.md").exists() and not any(path.iterdir()):
+                problem = Problem(label, 1, "path", "is empty: no TOOL.md and no tool folders")
+                yield label, ParseResult(None, [problem])
+            else:
+                yield label, validate_tool_dir(path)
+        else:
+            for child in _subfolders(path):
+                yield str(child), validate_tool_dir(child)
+
+
+def _subfolders(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir() and not _is_junk(p))
+
+
+def _parse_file(path: Path, label: str) -> ParseResult:
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_TOOLMD + 1)
+    except OSError as exc:
+        return ParseResult(None, [Problem(label, 1, "file", f"cannot be read: {exc}")])
+    return parse_toolmd(data, label)
+
+
+# --- Rewriting the version --------------------------------------------------------------
+
+
+def set_frontmatter_version(text: str, version: int) -> str:
+    """Return `text` with `version: <version>` in its frontmatter; all else byte for byte.
+
+    An existing `version` value is replaced in place; otherwise a line is inserted after
+    the `name` line (or first in the frontmatter). Raises ValueError when the text has no
+    readable block-style frontmatter mapping."""
+    if not _is_int(version) or not 1 <= version <= MAX_VERSION:
+        raise ValueError(f"version must be an integer between 1 and {MAX_VERSION}")
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    content = text[len(bom) :]
+    split = _split(content)
+    if isinstance(split, str):
+        raise ValueError(split)
+    frontmatter = content[split.fm_start : split.fm_end]
+    try:
+        root = compose_frontmatter(frontmatter)
+    except (yaml.YAMLError, _Refused, RecursionError) as exc:
+        raise ValueError(f"the frontmatter is not readable YAML: {exc}") from exc
+
+    if root is None:
+        offset = split.fm_start
+        line = f"version: {version}{split.newline}"
+        return bom + content[:offset] + line + content[offset:]
+    if not isinstance(root, MappingNode):
+        raise ValueError("the frontmatter is not a YAML mapping")
+    if root.flow_style:
+        raise ValueError("the frontmatter is a flow-style mapping ({...}); cannot edit it")
+
+    for key_node, value_node in root.value:
+        if isinstance(key_node, ScalarNode) and key_node.value == "version":
+            start = split.fm_start + value_node.start_mark.index
+            end = split.fm_start + value_node.end_mark.index
+            replacement = str(version)
+            if content[start - 1 : start] == ":":
+                replacement = " " + replacement
+            return bom + content[:start] + replacement + content[end:]
+
+    anchor_key = root.value[0][0]
+    for key_node, value_node in root.value:
+        if isinstance(key_node, ScalarNode) and key_node.value == "name":
+            anchor_key = key_node
+            offset = split.fm_start + _end_of_line(frontmatter, value_node.end_mark)
+            break
+    else:
+        offset = split.fm_start + anchor_key.start_mark.index - anchor_key.start_mark.column
+    indent = " " * anchor_key.start_mark.column
+    line = f"{indent}version: {version}{split.newline}"
+    return bom + content[:offset] + line + content[offset:]
+
+
+def _end_of_line(text: str, mark: Any) -> int:
+    """Index just after the line on which `mark` ends (a value's end mark)."""
+    if mark.column == 0:  # block scalars end at the start of the next line
+        return int(mark.index)
+    match = re.compile(r"\r\n|\r|\n").search(text, mark.index)
+    return match.end() if match else len(text)

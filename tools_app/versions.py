@@ -1,0 +1,163 @@
+"""Saving, publishing and disabling tools: the one place their state changes.
+
+Views, the API, commands, seed sync and imports all call these functions, so every state
+change is validated the same way, written atomically and audited."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tools_app import bundle, datapath, toolmd
+from tools_app.audit import Actor, record
+from tools_app.models import Tool, ToolVersion
+from tools_app.models.tools import VersionSource, encode_files
+
+
+class InvalidTool(Exception):
+    def __init__(self, problems: list[toolmd.Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+class VersionConflict(Exception):
+    """Someone saved a newer version since the editor loaded `base`."""
+
+    def __init__(self, tool: Tool, base: int | None, latest: ToolVersion) -> None:
+        self.tool = tool
+        self.base = base
+        self.latest = latest
+        super().__init__(f"{tool.name}: version {latest.number} was saved after {base}")
+
+
+@dataclass
+class SaveResult:
+    version: ToolVersion
+    created: bool
+
+
+def validate(name: str, files: Mapping[str, bytes]) -> toolmd.ParseResult:
+    return toolmd.validate_files(files, f"{name}/TOOL.md")
+
+
+def save_version(
+    name: str,
+    files: Mapping[str, bytes],
+    *,
+    actor: Actor,
+    source: str = VersionSource.CONSOLE,
+    note: str = "",
+    base: int | None = None,
+    number: int | None = None,
+    publish: bool = False,
+) -> SaveResult:
+    """Store `files` as the next version of tool `name` (created if new).
+
+    The version number is the highest so far plus one and is written into the frontmatter,
+    unless `number` is given (seed imports keep their own number). Saving content equal to
+    the latest version returns it unchanged. With `base`, a newer latest version raises
+    VersionConflict instead of silently overwriting someone's work."""
+    files = {bundle.safe_relpath(path): data for path, data in files.items()}
+    result = validate(name, files)
+    if not result.ok:
+        raise InvalidTool(result.errors)
+
+    with transaction.atomic():
+        tool = Tool.objects.select_for_update().filter(name=name).first()
+        if tool is None:
+            try:
+                with transaction.atomic():
+                    tool = Tool.objects.create(name=name, language=result.manifest.language)
+            except IntegrityError:
+                # Another process created it first; lock theirs.
+                tool = Tool.objects.select_for_update().get(name=name)
+        latest = tool.versions.order_by("-number").first()
+        if base is not None and latest is not None and latest.number != base:
+            raise VersionConflict(tool, base, latest)
+        if latest is not None and number is None and _same_content(files, latest):
+            return SaveResult(latest, created=False)
+        if number is None:
+            number = (latest.number if latest else 0) + 1
+            files = _with_version(files, number)
+        elif latest is not None and number <= latest.number:
+            raise ValueError(f"{name}: version {number} is not above {latest.number}")
+
+        parsed = validate(name, files)
+        if not parsed.ok:  # rewriting the version cannot break a valid file, but be sure
+            raise InvalidTool(parsed.errors)
+        toolmd_text = files["TOOL.md"].decode("utf-8-sig")
+        version = ToolVersion.objects.create(
+            tool=tool,
+            number=number,
+            toolmd=toolmd_text,
+            manifest=parsed.manifest.to_dict(),
+            files=encode_files(files),
+            sha256=bundle.canonical_sha256(files),
+            size=sum(len(data) for data in files.values()),
+            source=source,
+            note=note[:500],
+            author=actor.user,
+        )
+        tool.copy_manifest(version.manifest)
+        tool.latest_number = number
+        if source == VersionSource.SEED:
+            tool.seed_version = number
+        tool.save()
+        record(
+            actor,
+            "tool.version.create",
+            tool,
+            f"{name} v{number} ({source})" + (f": {note}" if note else ""),
+            {"version": number, "sha256": version.sha256, "source": source},
+        )
+        if publish:
+            publish_version(version, actor=actor)
+    return SaveResult(version, created=True)
+
+
+def _with_version(files: Mapping[str, bytes], number: int) -> dict[str, bytes]:
+    text = files["TOOL.md"].decode("utf-8-sig")
+    return {**files, "TOOL.md": toolmd.set_frontmatter_version(text, number).encode("utf-8")}
+
+
+def _same_content(files: Mapping[str, bytes], latest: ToolVersion) -> bool:
+    candidate = _with_version(files, latest.number)
+    return bundle.canonical_sha256(candidate) == latest.sha256
+
+
+def publish_version(version: ToolVersion, *, actor: Actor) -> None:
+    """Make `version` the one agents get, and mirror it into DATA_PATH/tools."""
+    with transaction.atomic():
+        tool = Tool.objects.select_for_update().get(pk=version.tool_id)
+        previous = tool.published_version_id
+        if version.published_at is None:
+            version.published_at = timezone.now()
+            version.save(update_fields=["published_at"])
+        tool.published_version = version
+        tool.save(update_fields=["published_version", "updated_at"])
+        if previous != version.pk:
+            record(actor, "tool.publish", tool, f"{tool.name} v{version.number} published")
+        transaction.on_commit(lambda: datapath.mirror_tool(tool.name))
+
+
+def unpublish(tool: Tool, *, actor: Actor) -> None:
+    with transaction.atomic():
+        tool = Tool.objects.select_for_update().get(pk=tool.pk)
+        tool.published_version = None
+        tool.save(update_fields=["published_version", "updated_at"])
+        record(actor, "tool.unpublish", tool, f"{tool.name} unpublished")
+        transaction.on_commit(lambda: datapath.mirror_tool(tool.name))
+
+
+def set_enabled(tool: Tool, enabled: bool, *, actor: Actor) -> None:
+    with transaction.atomic():
+        tool = Tool.objects.select_for_update().get(pk=tool.pk)
+        if tool.enabled == enabled:
+            return
+        tool.enabled = enabled
+        tool.save(update_fields=["enabled", "updated_at"])
+        record(actor, "tool.enable" if enabled else "tool.disable", tool, tool.name)
+        transaction.on_commit(lambda: datapath.mirror_tool(tool.name))
