@@ -152,6 +152,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         env=env,
     )
     say(f"Tool Console on http://{args.host}:{args.port}/ (Ctrl-C stops web and worker)")
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         while worker.poll() is None and web.poll() is None:
             time.sleep(0.5)
@@ -182,7 +187,10 @@ def cmd_test(args: argparse.Namespace) -> int:
     ensure_venv()
     build_assets()
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # A file-backed SQLite test database, so real Celery worker processes see test data.
+    test_db = ROOT / "var" / "test-console.sqlite3"
+    test_db.parent.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONSOLE_TEST_DB_NAME": str(test_db)}
     env.pop("DATABASE_URL", None)
     bin_dir = VENV / "bin"
     failures = []

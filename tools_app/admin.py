@@ -1,21 +1,39 @@
-"""Django admin is the auditors' view: every model is here, secrets never are."""
+"""Django admin is the auditors' view: every model is here, secrets never are.
 
-from django.contrib import admin
+Most models are read-only here because their state changes belong to the console's own
+code paths (versions.py for tools, the vault for secrets), which validate and audit. The
+few edits admin allows are audited like any other state change, in the same append-only
+log, with field names but never values."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.db.models import F, QuerySet
 from django.http import HttpRequest
 
+from tools_app.audit import Actor, record
 from tools_app.models import (
     AgentToken,
     AuditEvent,
     Integration,
+    IntegrationSecret,
     Run,
     RunArtifact,
     RunUpdate,
     Tool,
     ToolVersion,
 )
+from tools_app.versions import set_enabled
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable by staff with the view permission; nobody adds, changes or deletes, not
+    even superusers (who otherwise pass every permission check)."""
+
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
@@ -26,21 +44,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "actor", "action", "target", "summary", "ip")
-    list_filter = ("action", "actor_kind", "actor", ("created_at", admin.DateFieldListFilter))
-    search_fields = ("actor", "action", "target", "summary")
-    date_hierarchy = "created_at"
-
-    def get_actions(self, request: HttpRequest):
-        return {}  # no bulk delete either
-
-
-class ToolVersionInline(admin.TabularInline):
-    model = ToolVersion
-    fields = ("number", "source", "author", "created_at", "published_at", "sha256", "note")
-    readonly_fields = fields
+class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
@@ -48,62 +52,294 @@ class ToolVersionInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+def _describe(message: str | list) -> str:
+    """Admin's change message (a JSON list naming changed fields, or plain text) as text.
+    It names fields only, so it never carries a value such as a password."""
+    if isinstance(message, str):
+        try:
+            message = json.loads(message) if message.startswith("[") else message
+        except ValueError:
+            return message
+    if isinstance(message, str):
+        return message
+    parts = []
+    for entry in message:
+        for verb, detail in entry.items():
+            fields = ", ".join(detail.get("fields", [])) if isinstance(detail, dict) else ""
+            parts.append(f"{verb} {fields}".strip())
+    return "; ".join(parts) or "no fields changed"
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Writes an audit event for every add, change and delete done through admin, next to
+    Django's own LogEntry (which is not append-only and records no IP)."""
+
+    def _audit(self, request: HttpRequest, action: str, obj, summary: str) -> None:
+        label = f"{obj._meta.verbose_name} {obj}"
+        record(Actor.from_request(request), action, obj, f"{label}: {summary}"[:2000])
+
+    def log_addition(self, request: HttpRequest, obj, message):
+        self._audit(request, "admin.add", obj, _describe(message) or "added")
+        return super().log_addition(request, obj, message)
+
+    def log_change(self, request: HttpRequest, obj, message):
+        self._audit(request, "admin.change", obj, _describe(message) or "changed")
+        return super().log_change(request, obj, message)
+
+    def log_deletions(self, request: HttpRequest, queryset):
+        for obj in queryset:
+            self._audit(request, "admin.delete", obj, "deleted")
+        return super().log_deletions(request, queryset)
+
+
+# --- Audit log -------------------------------------------------------------------------
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor", "actor_kind", "action", "target", "summary", "ip")
+    list_filter = (
+        "action",
+        "actor_kind",
+        "actor",
+        ("created_at", admin.DateFieldListFilter),
+        "target_type",
+    )
+    search_fields = ("actor", "action", "target", "summary")
+    date_hierarchy = "created_at"
+    list_select_related = ("actor_user", "actor_token")
+    show_full_result_count = False  # a big log makes the extra COUNT(*) slow
+
+    def get_actions(self, request: HttpRequest):
+        return {}  # no bulk actions at all, delete or otherwise
+
+
+# --- Tools -----------------------------------------------------------------------------
+
+
+class ToolVersionInline(ReadOnlyInline):
+    model = ToolVersion
+    fields = ("number", "source", "author", "created_at", "published_at", "sha256", "note")
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # One query for any number of versions, without their (large) files.
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("author")
+            .defer("toolmd", "manifest", "files")
+        )
+
 
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
-    list_display = ("name", "label", "language", "enabled", "latest_number", "published_version")
+    list_display = ("name", "label", "language", "enabled", "latest_number", "published_number")
     list_filter = ("language", "enabled")
     search_fields = ("name", "description")
-    readonly_fields = ("latest_number", "published_version", "seed_version", "integration_slugs")
+    # Content and publishing change only through versions (the console, sync, imports),
+    # which validate and write DATA_PATH. Admin may only switch a tool on or off.
+    fields = (
+        "name",
+        "label",
+        "description",
+        "language",
+        "integration_slugs",
+        "enabled",
+        "latest_number",
+        "published_version",
+        "seed_version",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = tuple(f for f in fields if f != "enabled")
     inlines = [ToolVersionInline]
+
+    @admin.display(description="published", ordering="published_number")
+    def published_number(self, tool: Tool) -> int | None:
+        return tool.published_number
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The published version's number without loading its files.
+        return (
+            super().get_queryset(request).annotate(published_number=F("published_version__number"))
+        )
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # tools are created from TOOL.md files, in the console or by import
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # disable instead: deleting would also drop its runs and history
+
+    def save_model(self, request: HttpRequest, obj: Tool, form, change: bool) -> None:
+        # Through versions.set_enabled: it audits and updates DATA_PATH/tools.
+        if "enabled" in form.changed_data:
+            set_enabled(obj, obj.enabled, actor=Actor.from_request(request))
 
 
 @admin.register(ToolVersion)
 class ToolVersionAdmin(ReadOnlyAdmin):
     list_display = ("tool", "number", "source", "author", "created_at", "published_at")
-    list_filter = ("source",)
-    search_fields = ("tool__name", "note")
+    list_filter = ("source", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("tool__name", "note", "sha256")
     list_select_related = ("tool", "author")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        qs = super().get_queryset(request)
+        # The change page shows the files; the list does not need them.
+        if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
+            qs = qs.defer("toolmd", "manifest", "files")
+        return qs
 
-@admin.register(AgentToken)
-class AgentTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "scopes", "created_by", "created_at", "last_used_at")
-    list_filter = ("revoked_at",)
-    # The hash is useless to a person and the token itself is never stored.
-    exclude = ("token_hash",)
-    readonly_fields = ("prefix", "created_by", "created_at", "last_used_at")
 
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # tokens are issued from the console, which shows the token once
+# --- Integrations and tokens -----------------------------------------------------------
+
+
+class IntegrationSecretInline(ReadOnlyInline):
+    model = IntegrationSecret
+    # Which secret fields are set, when and by whom. Never the ciphertext.
+    fields = ("field", "set_at", "set_by")
+    readonly_fields = fields
+    show_change_link = False
 
 
 @admin.register(Integration)
-class IntegrationAdmin(admin.ModelAdmin):
+class IntegrationAdmin(AuditedAdmin):
     list_display = ("slug", "type_slug", "label", "enabled", "updated_at", "updated_by")
     list_filter = ("type_slug", "enabled")
     search_fields = ("slug", "label")
-    # Secrets live in IntegrationSecret, which is deliberately not registered here.
-    readonly_fields = ("type_slug", "values", "custom_fields", "revision", "updated_by")
+    list_select_related = ("updated_by",)
+    fields = (
+        "slug",
+        "type_slug",
+        "label",
+        "enabled",
+        "values",
+        "custom_fields",
+        "revision",
+        "updated_by",
+        "updated_at",
+    )
+    # Values and fields are edited in the console, which knows the integration type and
+    # keeps secrets write-only. The slug is what tools refer to, so it is fixed too.
+    readonly_fields = tuple(f for f in fields if f not in ("label", "enabled"))
+    inlines = [IntegrationSecretInline]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # secrets can only be entered through the console's forms
+
+    def save_model(self, request: HttpRequest, obj: Integration, form, change: bool) -> None:
+        # A console form open on the old revision must not silently overwrite this change.
+        obj.revision += 1
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)
 
 
-class RunUpdateInline(admin.TabularInline):
+@admin.register(IntegrationSecret)
+class IntegrationSecretAdmin(ReadOnlyAdmin):
+    list_display = ("integration", "field", "set_at", "set_by")
+    list_filter = ("integration",)
+    list_select_related = ("integration", "set_by")
+    fields = ("integration", "field", "set_at", "set_by")  # never "ciphertext"
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(AuditedAdmin):
+    list_display = (
+        "name",
+        "prefix",
+        "scopes",
+        "created_by",
+        "created_at",
+        "last_used_at",
+        "active",
+    )
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("name", "prefix")
+    list_select_related = ("created_by",)
+    # The hash is useless to a person and the token itself is never stored. Scopes are
+    # fixed at issue time: a token with other scopes is a new token.
+    fields = ("name", "prefix", "scopes", "created_by", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = tuple(f for f in fields if f != "name")
+    actions = ["revoke"]
+
+    @admin.display(boolean=True)
+    def active(self, token: AgentToken) -> bool:
+        return token.is_active
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # tokens are issued in the console, which shows the token once
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
+        actor = Actor.from_request(request)
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True):
+            token.revoke()
+            record(actor, "token.revoke", token, f"{token} revoked in admin")
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+
+# --- Runs ------------------------------------------------------------------------------
+
+
+class RunUpdateInline(ReadOnlyInline):
     model = RunUpdate
     fields = ("seq", "created_at", "content")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
+    show_change_link = False
+
+
+class RunArtifactInline(ReadOnlyInline):
+    model = RunArtifact
+    fields = ("name", "size")
+    readonly_fields = fields
 
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "tool", "status", "via", "user", "token", "created_at", "finished_at")
-    list_filter = ("status", "via", "tool")
+    list_filter = ("status", "via", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("tool__name", "id")
     list_select_related = ("tool", "user", "token")
+    # Sensitive params live sealed until the run starts; `params` holds the masked copy.
     exclude = ("sealed_params",)
-    inlines = [RunUpdateInline]
+    inlines = [RunArtifactInline, RunUpdateInline]
+
+
+@admin.register(RunUpdate)
+class RunUpdateAdmin(ReadOnlyAdmin):
+    list_display = ("run", "seq", "created_at")
+    list_select_related = ("run",)
 
 
 @admin.register(RunArtifact)
 class RunArtifactAdmin(ReadOnlyAdmin):
     list_display = ("run", "name", "size")
+    list_select_related = ("run",)
+    search_fields = ("name",)
+
+
+# --- People ----------------------------------------------------------------------------
+# Roles are groups, so changing a user's groups changes what they may do: audit it.
+
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class AuditedUserAdmin(AuditedAdmin, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class AuditedGroupAdmin(AuditedAdmin, GroupAdmin):
+    pass

@@ -111,9 +111,10 @@ def lexer_for(filename: str, code: str) -> Lexer:
         return TextLexer(stripnl=False)
 
 
-def highlight(code: str, filename: str) -> SafeString:
-    """HTML for a source file: Pygments-highlighted, or escaped plain text when too big."""
-    if len(code) > MAX_HIGHLIGHT_CHARS:
+def highlight(code: str, filename: str, *, plain: bool = False) -> SafeString:
+    """HTML for a source file: Pygments-highlighted, or escaped plain text when too big
+    (or when the caller asks for `plain`)."""
+    if plain or len(code) > MAX_HIGHLIGHT_CHARS:
         return mark_safe(f'<pre class="{HIGHLIGHT_CSS_CLASS} plain">{escape(code)}</pre>')  # noqa: S308
     formatter = HtmlFormatter(cssclass=HIGHLIGHT_CSS_CLASS, linenos="table", wrapcode=True)
     return mark_safe(pygments_highlight(code, lexer_for(filename, code), formatter))  # noqa: S308

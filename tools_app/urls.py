@@ -1,13 +1,62 @@
 from django.urls import path
 
-from tools_app.views import tools
+from tools_app.views import integrations, runs, tokens, tools
 
 urlpatterns = [
     # Tools: browse (tools_app/views/tools.py)
     path("", tools.index, name="index"),
     path("tools/", tools.tool_list, name="tools"),
+    path("tools/highlight.css", tools.highlight_css, name="highlight_css"),
     path("tools/<str:name>/", tools.tool_detail, name="tool"),
     # Runs (tools_app/views/runs.py)
+    path("tools/<str:name>/run/", runs.tool_run, name="tool_run"),
+    path("runs/", runs.run_list, name="runs"),
+    path("runs/<uuid:run_id>/", runs.run_detail, name="run"),
+    path("runs/<uuid:run_id>/updates/", runs.run_updates, name="run_updates"),
+    path("runs/<uuid:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
+    path(
+        "runs/<uuid:run_id>/artifacts/<int:artifact_id>/",
+        runs.run_artifact,
+        name="run_artifact",
+    ),
     # Integrations (tools_app/views/integrations.py)
+    path("integrations/", integrations.integration_list, name="integrations"),
+    path("integrations/new/", integrations.integration_new, name="integration_new"),
+    path(
+        "integrations/new/<slug:type_slug>/",
+        integrations.integration_create,
+        name="integration_create",
+    ),
+    path(
+        "integrations/new/<slug:type_slug>/test/",
+        integrations.integration_test_new,
+        name="integration_test_new",
+    ),
+    path(
+        "integrations/environment/",
+        integrations.integration_environment,
+        name="integration_environment",
+    ),
+    path("integrations/<slug:slug>/", integrations.integration_detail, name="integration"),
+    path("integrations/<slug:slug>/edit/", integrations.integration_edit, name="integration_edit"),
+    path("integrations/<slug:slug>/test/", integrations.integration_test, name="integration_test"),
+    path(
+        "integrations/<slug:slug>/disable/",
+        integrations.integration_disable,
+        name="integration_disable",
+    ),
+    path(
+        "integrations/<slug:slug>/enable/",
+        integrations.integration_enable,
+        name="integration_enable",
+    ),
+    path(
+        "integrations/<slug:slug>/delete/",
+        integrations.integration_delete,
+        name="integration_delete",
+    ),
     # Agent tokens (tools_app/views/tokens.py)
+    path("tokens/", tokens.token_list, name="tokens"),
+    path("tokens/new/", tokens.token_create, name="token_create"),
+    path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),
 ]

@@ -16,6 +16,7 @@ ciphertext. Messages never contain keys or plaintext.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -124,10 +125,9 @@ def _read_or_create_key_file(path: Path) -> str:
                 f.write(Fernet.generate_key().decode("ascii") + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-            try:
+            # FileExistsError: another process created it first, so use theirs.
+            with contextlib.suppress(FileExistsError):
                 os.link(temporary, path)
-            except FileExistsError:
-                pass  # another process created it first: use theirs
         finally:
             temporary.unlink(missing_ok=True)
         return path.read_text(encoding="ascii").strip()
@@ -347,6 +347,15 @@ def encryption_warnings() -> list[str]:
             f"({_key_file().name} in the state directory). Set CONSOLE_ENCRYPTION_KEYS "
             "before storing production credentials."
         )
+        try:
+            loose = _key_file().stat().st_mode & 0o077
+        except OSError:
+            loose = 0
+        if loose:
+            warnings.append(
+                f"The development key file {_key_file().name} is readable by other users: "
+                "chmod 600 it."
+            )
     errors, rotation = _stored_secret_problems(sample=False)
     warnings += [f"Encryption keys: {e}" for e in errors]
     warnings += rotation

@@ -1,0 +1,36 @@
+"""The agent API (DESIGN.md section 6), built with django-ninja.
+
+One router per area, each with the token scope it needs:
+
+- registry.py: registry, tool and version endpoints (`registry:read`);
+- sync.py: the sync manifest and version bundles (`sync:read`);
+- runs.py (to come): invoke, run status and cancel (`tools:invoke`); add it below with
+  `api.add_router("/v1", runs.router)`, its router built with `TokenAuth(Scope.TOOLS_INVOKE)`.
+
+OpenAPI is served at /api/openapi.json and the Swagger page at /api/docs, from the static
+files django-ninja ships (no CDN). Errors are JSON everywhere: see errors.py."""
+
+from __future__ import annotations
+
+from ninja import NinjaAPI, Swagger
+
+from tools_app.api import errors, registry, runs, sync
+
+api = NinjaAPI(
+    title="Tool Console agent API",
+    version="1",
+    description=(
+        "Agents list tools, download exact versions and mirror DATA_PATH/tools. "
+        "Authenticate with `Authorization: Bearer <agent token>`; each endpoint names the "
+        "scope it needs (`registry:read`, `sync:read`, `tools:invoke`). Errors are "
+        '`{"error": "...", "detail": ...}`.'
+    ),
+    urls_namespace="api",
+    # Ninja is in INSTALLED_APPS, so Swagger UI comes from its static files, not a CDN;
+    # no validatorUrl keeps the page from sending the spec to validator.swagger.io.
+    docs=Swagger(settings={"validatorUrl": None}),
+)
+errors.install(api)
+api.add_router("/v1", registry.router)
+api.add_router("/v1", sync.router)
+api.add_router("/v1", runs.router)

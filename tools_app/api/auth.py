@@ -20,7 +20,7 @@ class TokenAuth(HttpBearer):
     """`Authorization: Bearer <agent token>` holding `scope`; request.auth is the token."""
 
     def __init__(self, scope: str) -> None:
-        self.scope = scope
+        self.scope = str(scope)
         super().__init__()
 
     def __call__(self, request: HttpRequest) -> AgentToken:

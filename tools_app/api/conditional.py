@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Count, Max, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 
@@ -77,7 +78,7 @@ def make_etag(*parts: str) -> str:
 
 
 def dumps(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(data, separators=(",", ":"), cls=DjangoJSONEncoder).encode("utf-8")
 
 
 def cached_json(request: HttpRequest, etag: str, build: Callable[[], Any]) -> HttpResponse:

@@ -4,13 +4,13 @@ so these describe the answers rather than validate them on the hot path."""
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from ninja import Schema
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """Registry entry formats (tools_app.schema.FORMATS)."""
 
     native = "native"

@@ -40,9 +40,10 @@ DEFAULT_SORT = "name"
 class ToolFilterForm(forms.Form):
     q = forms.CharField(
         required=False,
-        max_length=MAX_QUERY_LENGTH,
         strip=True,
-        widget=forms.SearchInput(attrs={"placeholder": "Search name or description"}),
+        widget=forms.SearchInput(
+            attrs={"placeholder": "Search name or description", "maxlength": MAX_QUERY_LENGTH}
+        ),
     )
     language = forms.ChoiceField(required=False, choices=[("", "Any language"), *Language.choices])
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
@@ -56,11 +57,19 @@ class ToolFilterForm(forms.Form):
 
     def __init__(self, *args, integrations: list[str] | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        # Keep only the start of an over-long search, so the form that shows the error
+        # does not echo back megabytes; clean_q still refuses it.
+        self.q_too_long = len(self.data.get("q", "")) > MAX_QUERY_LENGTH
+        if self.q_too_long:
+            self.data = self.data.copy()
+            self.data["q"] = self.data["q"][:MAX_QUERY_LENGTH]
         choices = [("", "Any integration"), *((slug, slug) for slug in integrations or [])]
         self.fields["integration"].widget.choices = choices
 
     def clean_q(self) -> str:
         q = self.cleaned_data["q"]
+        if self.q_too_long:
+            raise forms.ValidationError(f"A search may have at most {MAX_QUERY_LENGTH} characters.")
         # PostgreSQL refuses NUL in text; nobody searches for control characters anyway.
         if "\x00" in q:
             raise forms.ValidationError("The search may not contain NUL characters.")

@@ -3,6 +3,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+# Importing the vault registers its system checks (missing/wrong keys) and banner warnings.
+from tools_app import vault  # noqa: F401
+
 
 class IntegrationQuerySet(models.QuerySet):
     def enabled(self) -> IntegrationQuerySet:
@@ -38,9 +41,15 @@ class Integration(models.Model):
 
 
 class IntegrationSecret(models.Model):
+    """One encrypted secret field (tools_app.vault). Never registered in Django admin, never
+    rendered: pages only say when it was set and by whom."""
+
     integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="secrets")
     field = models.CharField(max_length=64)
     ciphertext = models.TextField()
+    # Fingerprint of the key that encrypted `ciphertext` (vault.key_id): lets checks count
+    # secrets no configured key can read, and lets rotation skip finished rows, by query.
+    key_id = models.CharField(max_length=16, blank=True, default="", db_index=True)
     set_at = models.DateTimeField()
     set_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

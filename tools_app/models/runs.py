@@ -63,6 +63,11 @@ class Run(models.Model):
     notices = models.JSONField(default=list, blank=True)
     isolation = models.CharField(max_length=16, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
+    # Wall-time limit in seconds when the caller lowered or raised the tool's own
+    # (`run_tool --timeout`); null means the manifest's `timeout`.
+    timeout = models.FloatField(null=True, blank=True)
+    # How long the tool process ran, as the runner measured it.
+    duration = models.FloatField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     worker = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -74,6 +79,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # Run history: per tool and per person, newest first.
+            models.Index(fields=["tool", "-created_at"], name="run_tool_created"),
+            models.Index(fields=["user", "-created_at"], name="run_user_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_id} {self.id}"

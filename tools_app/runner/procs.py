@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 @dataclass(frozen=True)
 class Proc:
     pid: int
+    state: str  # "Z": a zombie, already dead
     ppid: int
     pgid: int
     sid: int
@@ -31,6 +33,7 @@ def read_proc(pid: int) -> Proc | None:
     try:
         return Proc(
             pid=pid,
+            state=fields[0].decode(errors="replace"),
             ppid=int(fields[1]),
             pgid=int(fields[2]),
             sid=int(fields[3]),
@@ -69,14 +72,10 @@ def run_members(root: int, table: dict[int, Proc], *, same_session: bool) -> set
 
 def send(pids: set[int] | list[int], signum: signal.Signals) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def send_group(pgid: int, signum: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -1,8 +1,36 @@
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+"""Browsing tools: the searchable list and a tool's page."""
 
-from tools_app.models import Tool
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import F
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_safe
+from django_htmx.middleware import HtmxDetails
+
+from tools_app import rendering, schema, toolmd
+from tools_app.forms.tools import ToolFilterForm
+from tools_app.models import Tool, ToolVersion
+from tools_app.models.tools import VersionSource, decode_files
+from tools_app.roles import VIEWER, role_required
+
+PER_PAGE = 25
+HIGHLIGHT_BUDGET = 400_000
+RESULTS_TARGET = "tool-results"
+# Versions are numbered from 1 and stored in a 32-bit column: more digits is never one.
+VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
 
 
 @login_required
@@ -10,13 +38,170 @@ def index(request: HttpRequest) -> HttpResponse:
     return redirect("tools")
 
 
-@login_required
-def tool_list(request: HttpRequest) -> HttpResponse:
-    tools = Tool.objects.select_related("published_version")
-    return render(request, "tools/list.html", {"tools": tools})
+@require_safe
+@role_required(VIEWER)
+def tool_list(request: HtmxHttpRequest) -> HttpResponse:
+    form = ToolFilterForm(request.GET, integrations=_integration_slugs())
+    page = page_range = None
+    if form.is_valid():
+        tools = form.filter(
+            # The list never needs the published version's content, only its number.
+            Tool.objects.annotate(published_number=F("published_version__number"))
+        )
+        # get_page() turns a bad page number into page 1 and a too-high one into the last.
+        page = Paginator(tools, PER_PAGE).get_page(request.GET.get("page"))
+        page_range = page.paginator.get_elided_page_range(page.number, on_each_side=2)
+
+    # The search form swaps only the results table; a history restore (a cache miss
+    # after Back) or a boosted link needs the whole page.
+    partial = request.htmx.target == RESULTS_TARGET and not request.htmx.history_restore_request
+    template = "tools/list.html#results" if partial else "tools/list.html"
+    context = {
+        "form": form,
+        "page": page,
+        "page_range": page_range,
+        "results_target": RESULTS_TARGET,
+    }
+    response = render(request, template, context, status=400 if page is None else 200)
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
 
 
-@login_required
+def _integration_slugs() -> list[str]:
+    """Every integration some tool uses, for the filter's options (one query)."""
+    rows = (
+        Tool.objects.exclude(integration_slugs="")
+        .values_list("integration_slugs", flat=True)
+        .distinct()
+    )
+    return sorted({slug for row in rows for slug in row.split(",") if slug})
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    size: int
+    html: str | None  # None for binary files
+    is_entry: bool
+
+
+@require_safe
+@role_required(VIEWER)
 def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
-    tool = get_object_or_404(Tool, name=name)
-    return render(request, "tools/detail.html", {"tool": tool})
+    tool = get_tool_or_404(name)
+    # The history table needs no content: leave the large columns in the database.
+    versions = list(
+        tool.versions.select_related("author")
+        .only(
+            "tool_id",
+            "number",
+            "source",
+            "note",
+            "sha256",
+            "created_at",
+            "published_at",
+            "author__username",
+        )
+        .order_by("-number")
+    )
+    number = _version_number(request, default=tool.latest_number)
+    version = get_object_or_404(ToolVersion, tool=tool, number=number)
+
+    manifest, body = _manifest_and_body(version)
+    files = _source_files(version)
+    registry_entry = schema.tool_entry(manifest, fmt="native", extra={"sha256": version.sha256})
+    for row in versions:
+        row.state = _version_state(tool, row)
+
+    context = {
+        "tool": tool,
+        "version": version,
+        "version_state": _version_state(tool, version),
+        "manifest": manifest,
+        # Defaults shown as JSON (true, "text"), the way agents send them.
+        "inputs": [
+            (spec, json.dumps(spec.default, ensure_ascii=False) if spec.has_default else None)
+            for spec in manifest.inputs.values()
+        ],
+        "body_html": rendering.render_markdown(body),
+        "entry_file": next((f for f in files if f.is_entry), None),
+        "other_files": [f for f in files if not f.is_entry],
+        "versions": versions,
+        "seed_notice": _seed_replaced_console_edit(tool, versions),
+        "registry_json": json.dumps(registry_entry, indent=2, ensure_ascii=False),
+        "highlight_css_version": rendering.pygments_css_hash(),
+    }
+    return render(request, "tools/detail.html", context)
+
+
+def get_tool_or_404(name: str) -> Tool:
+    """The tool named `name`; anything that is not a valid tool name is a 404 before it
+    reaches the database (`..`, `%2e%2e`, NUL bytes, over-long names)."""
+    if not toolmd.NAME_RE.fullmatch(name):
+        raise Http404("No such tool.")
+    return get_object_or_404(Tool, name=name)
+
+
+def _version_number(request: HttpRequest, default: int) -> int:
+    raw = request.GET.get("version")
+    if raw is None or raw == "":
+        return default
+    if not VERSION_PARAM_RE.fullmatch(raw):
+        raise Http404("No such version.")
+    return int(raw)
+
+
+def _manifest_and_body(version: ToolVersion) -> tuple[toolmd.Manifest, str]:
+    parsed = toolmd.parse_toolmd(version.toolmd)
+    if parsed.manifest is not None:
+        return parsed.manifest, parsed.manifest.body
+    # A version stored under older, looser rules: trust the stored manifest and show the
+    # whole TOOL.md rather than failing the page.
+    return toolmd.Manifest.from_dict(version.manifest), version.toolmd
+
+
+def _source_files(version: ToolVersion) -> list[SourceFile]:
+    """Entry file first, then the rest by path, TOOL.md last (its body is shown above).
+
+    Highlighting costs time per character: past HIGHLIGHT_BUDGET characters on one page,
+    files are shown as escaped plain text instead."""
+    entry = version.entry
+    files = sorted(
+        decode_files(version.files).items(),
+        key=lambda item: (item[0] != entry, item[0] == "TOOL.md", item[0]),
+    )
+    budget = HIGHLIGHT_BUDGET
+    shown = []
+    for path, data in files:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            shown.append(SourceFile(path, len(data), None, path == entry))
+            continue
+        html = rendering.highlight(text, path, plain=len(text) > budget)
+        budget = max(0, budget - len(text))
+        shown.append(SourceFile(path, len(data), html, path == entry))
+    return shown
+
+
+def _version_state(tool: Tool, version: ToolVersion) -> str:
+    if version.pk == tool.published_version_id:
+        return "published" if tool.enabled else "disabled"
+    return "draft" if version.published_at is None else "superseded"
+
+
+def _seed_replaced_console_edit(tool: Tool, versions: list[ToolVersion]) -> bool:
+    """The latest version came from seed/ right after someone's console edit: worth a look,
+    since the seed version does not contain that edit."""
+    if len(versions) < 2 or tool.seed_version != tool.latest_number:
+        return False
+    latest, previous = versions[0], versions[1]
+    return latest.source == VersionSource.SEED and previous.source == VersionSource.CONSOLE
+
+
+@require_safe
+@cache_control(max_age=365 * 24 * 3600, public=True, immutable=True)
+def highlight_css(request: HttpRequest) -> HttpResponse:
+    """Pygments' stylesheet, generated (not copied into the repo) so it always matches the
+    installed Pygments. Pages link it with ?v=<hash>, so it can be cached for long."""
+    return HttpResponse(rendering.pygments_css(), content_type="text/css; charset=utf-8")

@@ -165,5 +165,5 @@ if [[ -n "$out_duration" ]]; then
 fi
 echo "Bitrate: $BITRATE"
 if [[ -n "$OUT_DIR" ]]; then
-  echo "The file is attached to this run as the artifact $(basename -- "$OUTPUT")."
+  echo "The file is attached to this run as the artifact ${OUTPUT#"$OUT_DIR"/}."
 fi

@@ -1,0 +1,214 @@
+"""Agent token pages (admins only) and the create_agent_token command."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from agent_api import REPO
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from tools_app.models import AgentToken, AuditEvent
+from tools_app.models.tokens import hash_token
+
+TOKEN_RE = re.compile(r"tc_[A-Za-z0-9_-]{43}")
+REGISTRY = "/api/v1/registry"
+
+
+def create(client: Client, name: str = "builder", scopes=("registry:read",)):
+    return client.post("/tokens/new/", {"name": name, "scopes": list(scopes)})
+
+
+def raw_token_in(response) -> str:
+    (raw,) = set(TOKEN_RE.findall(response.content.decode()))
+    return raw
+
+
+# --- who may see the pages ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["/tokens/", "/tokens/new/", "/tokens/1/revoke/"])
+def test_it_sends_anonymous_visitors_to_the_login_page(db, url):
+    response = Client().get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize("role_client", ["viewer_client", "developer_client"])
+def test_it_refuses_viewers_and_developers(request, console_admin, role_client):
+    client = request.getfixturevalue(role_client)
+    token, _ = AgentToken.issue("existing", ["registry:read"], created_by=console_admin)
+    assert client.get("/tokens/").status_code == 403
+    assert client.get("/tokens/new/").status_code == 403
+    assert create(client).status_code == 403
+    assert client.post(f"/tokens/{token.pk}/revoke/").status_code == 403
+    assert AgentToken.objects.count() == 1
+    token.refresh_from_db()
+    assert token.is_active
+
+
+def test_it_lists_tokens_for_admins(console_admin_client, console_admin):
+    AgentToken.issue("alpha", ["registry:read", "sync:read"], created_by=console_admin)
+    revoked, _ = AgentToken.issue("beta", ["tools:invoke"])
+    revoked.revoke()
+    response = console_admin_client.get("/tokens/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for text in ("alpha", "beta", "registry:read", "sync:read", "tools:invoke", "revoked", "ada"):
+        assert text in html
+    assert "never" in html  # last used
+    assert AgentToken.objects.get(name="alpha").prefix in html
+
+
+# --- create ------------------------------------------------------------------------------
+
+
+def test_it_shows_a_new_token_exactly_once(console_admin_client, console_admin):
+    assert console_admin_client.get("/tokens/new/").status_code == 200
+    response = create(console_admin_client, "builder", ["registry:read", "sync:read"])
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    raw = raw_token_in(response)
+
+    token = AgentToken.objects.get()
+    assert token.name == "builder"
+    assert token.scopes == ["registry:read", "sync:read"]
+    assert token.created_by == console_admin
+    assert token.token_hash == hash_token(raw)
+    assert raw.startswith(token.prefix)
+    # Only the hash is stored, and no later page shows the token again.
+    assert raw not in str(AgentToken.objects.values().get())
+    assert raw not in console_admin_client.get("/tokens/").content.decode()
+    assert raw not in console_admin_client.get(f"/tokens/{token.pk}/revoke/").content.decode()
+
+    event = AuditEvent.objects.get(action="token.create")
+    assert event.actor_user == console_admin
+    assert event.target_id == str(token.pk)
+    assert raw not in f"{event.summary} {event.data}"
+
+    # The token works at once.
+    api = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert api.get(REGISTRY).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"name": "x"}, "scopes"),
+        ({"name": "x", "scopes": ["root:all"]}, "scopes"),
+        ({"name": "", "scopes": ["sync:read"]}, "name"),
+        ({"name": "   ", "scopes": ["sync:read"]}, "name"),
+        ({"name": "a" * 101, "scopes": ["sync:read"]}, "name"),
+        ({"name": "bad\x00name", "scopes": ["sync:read"]}, "name"),
+        ({"name": "two\nlines", "scopes": ["sync:read"]}, "name"),
+    ],
+)
+def test_it_rejects_a_bad_form_without_creating_a_token(console_admin_client, data, field):
+    response = console_admin_client.post("/tokens/new/", data)
+    assert response.status_code == 200
+    assert response.context["form"].errors[field]
+    assert not AgentToken.objects.exists()
+    assert not TOKEN_RE.search(response.content.decode())
+
+
+def test_it_refuses_other_methods(console_admin_client):
+    assert console_admin_client.put("/tokens/new/").status_code == 405
+    assert console_admin_client.post("/tokens/").status_code == 405
+
+
+# --- revoke ------------------------------------------------------------------------------
+
+
+def test_it_revokes_a_token_after_confirmation(console_admin_client, console_admin):
+    raw = raw_token_in(create(console_admin_client))
+    token = AgentToken.objects.get()
+    api = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert api.get(REGISTRY).status_code == 200
+
+    confirm = console_admin_client.get(f"/tokens/{token.pk}/revoke/")
+    assert confirm.status_code == 200
+    assert "Revoke token" in confirm.content.decode()
+    token.refresh_from_db()
+    assert token.is_active  # a GET changes nothing
+
+    response = console_admin_client.post(f"/tokens/{token.pk}/revoke/", follow=True)
+    assert response.redirect_chain == [("/tokens/", 302)]
+    assert "is revoked" in response.content.decode()
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert api.get(REGISTRY).status_code == 401
+
+    # Revoking twice is harmless and audited once.
+    console_admin_client.post(f"/tokens/{token.pk}/revoke/")
+    events = AuditEvent.objects.filter(action="token.revoke")
+    assert events.count() == 1
+    assert events.get().actor_user == console_admin
+
+
+def test_it_answers_404_for_an_unknown_token(console_admin_client):
+    assert console_admin_client.get("/tokens/999/revoke/").status_code == 404
+    assert console_admin_client.post("/tokens/999/revoke/").status_code == 404
+
+
+def test_it_shows_when_a_token_was_last_used(console_admin_client):
+    raw = raw_token_in(create(console_admin_client))
+    Client(headers={"Authorization": f"Bearer {raw}"}).get(REGISTRY)
+    token = AgentToken.objects.get()
+    assert token.last_used_at is not None
+    html = console_admin_client.get("/tokens/").content.decode()
+    assert f"{token.last_used_at:%Y-%m-%d %H:%M}" in html
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+def test_it_creates_a_token_from_the_command_line(db):
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "create_agent_token", "ci", "--scope", "registry:read", "sync:read", stdout=out, stderr=err
+    )
+    raw = out.getvalue().strip()
+    assert TOKEN_RE.fullmatch(raw)
+    assert raw not in err.getvalue()
+    token = AgentToken.objects.get()
+    assert token.scopes == ["registry:read", "sync:read"]
+    assert token.token_hash == hash_token(raw)
+    assert AuditEvent.objects.get(action="token.create").actor == "system"
+    response = Client(headers={"Authorization": f"Bearer {raw}"}).get("/api/v1/sync/manifest")
+    assert response.status_code == 200
+
+
+def test_it_refuses_an_unknown_scope_with_status_2(db):
+    with pytest.raises(CommandError) as caught:
+        call_command("create_agent_token", "ci", "--scope", "registry:read", "root:all")
+    assert caught.value.returncode == 2
+    assert "root:all" in str(caught.value)
+    assert not AgentToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ci", "--scope", "nope"], ["ci"], ["--scope", "sync:read"], ["", "--scope", "sync:read"]],
+)
+def test_it_exits_2_on_bad_usage(tmp_path, args):
+    env = {
+        **os.environ,
+        "CONSOLE_STATE_DIR": str(tmp_path),
+        "DATA_PATH": str(tmp_path / "data"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "create_agent_token", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""

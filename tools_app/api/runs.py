@@ -1,0 +1,207 @@
+"""Invoke, run status, cancel and artifacts (scope `tools:invoke`).
+
+A run is visible only to the token that started it: any other token gets the same 404 as
+for a run that does not exist, so run ids cannot be probed."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+from ninja import Query, Router, Schema
+
+from tools_app import runs
+from tools_app.api.auth import TokenAuth
+from tools_app.api.common import visible_tool, visible_version
+from tools_app.api.errors import ApiError
+from tools_app.api.schemas import ErrorOut
+from tools_app.audit import Actor
+from tools_app.models import Run, RunArtifact
+from tools_app.models.runs import RunVia
+from tools_app.models.tokens import Scope
+from tools_app.toolmd import MAX_VERSION
+from tools_app.views.runs import artifact_response
+
+router = Router(tags=["runs"], auth=TokenAuth(Scope.TOOLS_INVOKE))
+
+ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+
+
+class InvokeIn(Schema):
+    # Any JSON value: validate_params names what is wrong with a non-object, all in one
+    # 422 like every other params problem.
+    params: Any = None
+    version: int | None = None
+
+
+class InvokeOut(Schema):
+    run: str
+    status: str
+    url: str
+
+
+class UpdateOut(Schema):
+    seq: int
+    at: datetime
+    content: list[dict[str, Any]]
+
+
+class ArtifactOut(Schema):
+    name: str
+    size: int
+    url: str
+
+
+class RunOut(Schema):
+    id: str
+    tool: str
+    version: int
+    status: str
+    via: str
+    params: dict[str, Any]
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration: float | None
+    isolation: str
+    result: dict[str, Any] | None
+    error: str
+    notices: list[str]
+    stderr_tail: str
+    exit_code: int | None
+    updates: list[UpdateOut]
+    artifacts: list[ArtifactOut]
+
+
+class CancelOut(Schema):
+    run: str
+    status: str
+    cancel_requested: bool
+
+
+@router.post(
+    "/tools/{name}/invoke",
+    response={202: InvokeOut, **ERRORS},
+    url_name="tool_invoke",
+    summary="Start a run of a published tool",
+)
+def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
+    """Validates `params` against the tool's input schema (a 422 lists every problem),
+    queues the run and answers at once with its id. Poll `GET /api/v1/runs/{id}`.
+    `version` pins an older published version; the default is the published one."""
+    tool = visible_tool(name)
+    if body.version is not None:
+        if not 1 <= body.version <= MAX_VERSION:
+            raise ApiError(422, "invalid request", [f"version: must be 1..{MAX_VERSION}"])
+        version = visible_version(tool, body.version)
+    else:
+        version = tool.published_version
+    params = {} if body.params is None else body.params
+    try:
+        run = runs.start_run(
+            version,
+            params,
+            actor=Actor.from_request(request, token=request.auth),
+            via=RunVia.API,
+        )
+    except runs.InvalidParams as exc:
+        raise ApiError(422, "invalid params", exc.errors) from None
+    url = reverse("api:run", kwargs={"run_id": str(run.pk)})
+    response = JsonResponse({"run": str(run.pk), "status": run.status, "url": url}, status=202)
+    response["Location"] = url
+    return response
+
+
+def _own_run(request: HttpRequest, run_id: str) -> Run:
+    try:
+        pk = uuid.UUID(run_id)
+    except ValueError:
+        raise ApiError(404, "unknown run", "not a run id") from None
+    run = (
+        Run.objects.select_related("tool", "version")
+        .defer("sealed_params", "version__files", "version__toolmd", "version__manifest")
+        .filter(pk=pk, token=request.auth)
+        .first()
+    )
+    if run is None:
+        raise ApiError(404, "unknown run", "no run with this id was started by this token")
+    return runs.reap_if_stale(run)
+
+
+@router.get(
+    "/runs/{run_id}",
+    response={200: RunOut, **ERRORS},
+    url_name="run",
+    summary="A run's status, progress updates, result and artifacts",
+)
+def run_status(
+    request: HttpRequest, run_id: str, after: int = Query(0, ge=0, le=2**31 - 1)
+) -> dict[str, Any]:
+    """`after=N` returns only the updates with `seq` > N, for cheap polling."""
+    run = _own_run(request, run_id)
+    # Updates after the status, so a finished status comes with every update.
+    updates = run.updates.filter(seq__gt=after).values_list("seq", "created_at", "content")
+    artifacts = run.artifacts.all() if run.is_finished else []
+    return {
+        "id": str(run.pk),
+        "tool": run.tool.name,
+        "version": run.version.number,
+        "status": run.status,
+        "via": run.via,
+        "params": run.params,
+        "cancel_requested": run.cancel_requested,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "duration": run.duration,
+        "isolation": run.isolation,
+        "result": run.result,
+        "error": run.error,
+        "notices": run.notices,
+        "stderr_tail": run.stderr_tail,
+        "exit_code": run.exit_code,
+        "updates": [{"seq": s, "at": at, "content": c} for s, at, c in updates],
+        "artifacts": [
+            {
+                "name": a.name,
+                "size": a.size,
+                "url": reverse(
+                    "api:run_artifact", kwargs={"run_id": str(run.pk), "artifact_id": a.pk}
+                ),
+            }
+            for a in artifacts
+        ],
+    }
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response={200: CancelOut, 409: ErrorOut, **ERRORS},
+    url_name="run_cancel",
+    summary="Cancel a run: at once when queued, within seconds when running",
+)
+def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
+    run = _own_run(request, run_id)
+    if run.is_finished:
+        raise ApiError(409, "run already ended", {"status": run.status})
+    runs.cancel_run(run, Actor.from_request(request, token=request.auth))
+    return {"run": str(run.pk), "status": run.status, "cancel_requested": run.cancel_requested}
+
+
+@router.get(
+    "/runs/{run_id}/artifacts/{artifact_id}",
+    response={200: None, **ERRORS},
+    url_name="run_artifact",
+    summary="Download one artifact of a run",
+)
+def run_artifact(request: HttpRequest, run_id: str, artifact_id: int) -> HttpResponse:
+    run = _own_run(request, run_id)
+    artifact = RunArtifact.objects.filter(run=run, pk=artifact_id).first()
+    path = runs.artifact_file(artifact) if artifact is not None else None
+    if artifact is None or path is None:
+        raise ApiError(404, "unknown artifact", None)
+    return artifact_response(artifact, path)

@@ -1,0 +1,174 @@
+"""Forms of the run pages: the params form generated from a tool's inputs, its raw JSON
+twin, and the run history filters."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from tools_app.models.runs import RunStatus, RunVia
+from tools_app.toolmd import NAME_RE, InputSpec, Manifest
+
+# A raw params document larger than this is refused before it is parsed.
+MAX_RAW_PARAMS = 1024 * 1024
+
+
+def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
+    """The form field of one input: its type, its default (or the value used last),
+    its description as help. Sensitive inputs are password fields and never pre-filled."""
+    required = not spec.optional and not spec.has_default
+    value = spec.default if spec.has_default else None
+    if initial is not None and not spec.sensitive:
+        value = initial
+    common: dict[str, Any] = {"label": spec.name, "help_text": spec.description}
+    if spec.type == "string":
+        widget = forms.PasswordInput(render_value=False) if spec.sensitive else forms.TextInput
+        return forms.CharField(
+            required=required,
+            strip=False,  # a tool may care about leading spaces
+            initial=None if spec.sensitive else value,
+            widget=widget,
+            **common,
+        )
+    if spec.type == "number":
+        return forms.FloatField(required=required, initial=value, **common)
+    if spec.type == "integer":
+        return forms.IntegerField(required=required, initial=value, **common)
+    if spec.type == "boolean":
+        if spec.optional and not spec.has_default:
+            # Unset, yes or no: a checkbox could not say "leave it to the tool".
+            return forms.NullBooleanField(required=False, initial=value, **common)
+        return forms.BooleanField(required=False, initial=bool(value), **common)
+    choices = [(v, v) for v in spec.values]
+    if not required:
+        choices = [("", "(not set)"), *choices]
+    return forms.ChoiceField(choices=choices, required=required, initial=value, **common)
+
+
+class RunForm(forms.Form):
+    """A forms.Form whose fields are the tool's inputs, in manifest order."""
+
+    mode = forms.CharField(widget=forms.HiddenInput, initial="form", required=False)
+
+    def __init__(
+        self, *args, manifest: Manifest, last: dict[str, Any] | None = None, **kwargs
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.manifest = manifest
+        last = last or {}
+        for name, spec in manifest.inputs.items():
+            self.fields[name] = field_for(spec, last.get(name))
+
+    def params(self) -> dict[str, Any]:
+        """The cleaned values as a params object: unset optional inputs are left out,
+        so the tool's own defaults apply."""
+        params: dict[str, Any] = {}
+        for name, spec in self.manifest.inputs.items():
+            value = self.cleaned_data.get(name)
+            unset = value is None or (value == "" and spec.type in ("string", "enum"))
+            if unset and (spec.optional or spec.has_default):
+                continue
+            params[name] = value
+        return params
+
+    def add_param_errors(self, errors: list[str]) -> None:
+        """Put each "name: message" from schema validation on its field."""
+        for error in errors:
+            name, _, message = error.partition(": ")
+            if name in self.manifest.inputs:
+                self.add_error(name, message)
+            else:
+                self.add_error(None, error)
+
+
+class RawParamsForm(forms.Form):
+    """The params as one JSON object, for inputs a form cannot express (or a paste)."""
+
+    mode = forms.CharField(widget=forms.HiddenInput, initial="json", required=False)
+    params = forms.CharField(
+        label="Params (JSON)",
+        required=False,
+        strip=True,
+        max_length=MAX_RAW_PARAMS,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code"}),
+        help_text='One JSON object, e.g. {"url": "https://example.com"}. Sensitive '
+        "inputs typed here are masked in the run record like in the form.",
+    )
+
+    def clean_params(self) -> dict[str, Any]:
+        text = self.cleaned_data["params"] or "{}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('The params must be a JSON object: {"name": value}.')
+        return value
+
+    def add_param_errors(self, errors: list[str]) -> None:
+        for error in errors:
+            self.add_error("params", error)
+
+
+def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:
+    """The JSON shown in raw mode: the given values without sensitive ones."""
+    shown = {
+        name: value
+        for name, value in values.items()
+        if name in manifest.inputs and not manifest.inputs[name].sensitive
+    }
+    return json.dumps(shown, indent=2, ensure_ascii=False)
+
+
+class RunFilterForm(forms.Form):
+    """The run history's filters (a GET form: every field is optional)."""
+
+    tool = forms.CharField(required=False, max_length=64, widget=forms.Select)
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *RunStatus.choices])
+    person = forms.CharField(required=False, max_length=150, widget=forms.Select)
+    via = forms.ChoiceField(required=False, choices=[("", "Any way"), *RunVia.choices])
+
+    def __init__(
+        self, *args, tools: list[str] | None = None, people: list[str] | None = None, **kwargs
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].widget.choices = [("", "Any tool"), *((t, t) for t in tools or [])]
+        self.fields["person"].widget.choices = [
+            ("", "Anyone"),
+            *((p, p) for p in people or []),
+        ]
+
+    def clean_tool(self) -> str:
+        # A name that cannot be a tool finds nothing; it is refused before the database.
+        tool = self.cleaned_data["tool"]
+        if tool and not NAME_RE.fullmatch(tool):
+            raise forms.ValidationError("Not a tool name.")
+        return tool
+
+    def clean_person(self) -> str:
+        person = self.cleaned_data["person"]
+        username_field = get_user_model()._meta.get_field("username")
+        if person and len(person) > username_field.max_length:
+            raise forms.ValidationError("Not a user name.")
+        return person
+
+    def filter(self, runs):
+        data = self.cleaned_data
+        if data.get("tool"):
+            runs = runs.filter(tool__name=data["tool"])
+        if data.get("status"):
+            runs = runs.filter(status=data["status"])
+        if data.get("person"):
+            runs = runs.filter(user__username=data["person"])
+        if data.get("via"):
+            runs = runs.filter(via=data["via"])
+        return runs
+
+    @property
+    def is_filtered(self) -> bool:
+        return any(self.cleaned_data.get(k) for k in ("tool", "status", "person", "via"))

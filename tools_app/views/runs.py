@@ -1,0 +1,290 @@
+"""Test-invoking tools in the browser: the run form, the live run page, cancel,
+artifacts and the run history."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import PurePosixPath
+
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from django_htmx.middleware import HtmxDetails
+
+from tools_app import runs
+from tools_app.audit import Actor
+from tools_app.forms.runs import RawParamsForm, RunFilterForm, RunForm, raw_initial
+from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
+from tools_app.models.runs import RunVia
+from tools_app.roles import DEVELOPER, VIEWER, has_role, role_required
+from tools_app.views.tools import get_tool_or_404
+
+PER_PAGE = 25
+RESULTS_TARGET = "run-results"
+# How often the run page asks for news while the run is active.
+POLL_INTERVAL = "500ms"
+VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+# --------------------------------------------------------------------------------------
+# The run form
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(DEVELOPER)
+def tool_run(request: HttpRequest, name: str) -> HttpResponse:
+    """GET: the form generated from the version's inputs (the published version, or
+    ?version=N, drafts included: this is where they are tried). POST: start the run and
+    go to its page."""
+    tool = get_tool_or_404(name)
+    version = _version_to_run(request, tool)
+    manifest = runs.manifest_of(version)
+    again = _run_to_repeat(request, tool)
+    last = again.params if again is not None else _last_params(tool, request.user)
+
+    form = RunForm(manifest=manifest, last=last)
+    raw = RawParamsForm(initial={"params": raw_initial(manifest, last)})
+    json_mode = request.method == "POST" and request.POST.get("mode") == "json"
+    if request.method == "POST":
+        bound: RunForm | RawParamsForm
+        if json_mode:
+            raw = bound = RawParamsForm(request.POST)
+        else:
+            form = bound = RunForm(request.POST, manifest=manifest)
+        run = _start(request, version, bound)
+        if run is not None:
+            return redirect("run", run_id=run.pk)
+
+    context = {
+        "tool": tool,
+        "version": version,
+        "manifest": manifest,
+        "form": form,
+        "raw": raw,
+        "json_mode": json_mode,
+        "again": again,
+    }
+    return render(
+        request, "runs/form.html", context, status=400 if request.method == "POST" else 200
+    )
+
+
+def _start(request: HttpRequest, version: ToolVersion, form: RunForm | RawParamsForm) -> Run | None:
+    """Start the run the valid form describes; otherwise put the problems on the form."""
+    if not form.is_valid():
+        return None
+    params = form.params() if isinstance(form, RunForm) else form.cleaned_data["params"]
+    try:
+        return runs.start_run(
+            version, params, actor=Actor.from_request(request), via=RunVia.BROWSER
+        )
+    except runs.InvalidParams as exc:
+        form.add_param_errors(exc.errors)
+        return None
+
+
+def _version_to_run(request: HttpRequest, tool: Tool) -> ToolVersion:
+    raw = request.GET.get("version", "")
+    if raw:
+        if not VERSION_PARAM_RE.fullmatch(raw):
+            raise Http404("No such version.")
+        return get_object_or_404(ToolVersion, tool=tool, number=int(raw))
+    if tool.published_version_id:
+        return ToolVersion.objects.get(pk=tool.published_version_id)
+    return get_object_or_404(ToolVersion, tool=tool, number=tool.latest_number)
+
+
+def _run_to_repeat(request: HttpRequest, tool: Tool) -> Run | None:
+    """?again=<run id>: "Run again with these inputs" (sensitive ones are typed again)."""
+    raw = request.GET.get("again", "")
+    if not raw:
+        return None
+    try:
+        run_id = uuid.UUID(raw)
+    except ValueError:
+        raise Http404("No such run.") from None
+    return get_object_or_404(Run.objects.only("id", "params", "tool_id"), pk=run_id, tool=tool)
+
+
+def _last_params(tool: Tool, user) -> dict:
+    """The params of this person's latest run of this tool (masked ones are skipped by the
+    form, so a secret is never pre-filled)."""
+    params = (
+        Run.objects.filter(tool=tool, user=user)
+        .order_by("-created_at")
+        .values_list("params", flat=True)
+        .first()
+    )
+    return params or {}
+
+
+# --------------------------------------------------------------------------------------
+# The run page and its live part
+
+
+def _run_or_404(run_id: uuid.UUID) -> Run:
+    run = get_object_or_404(
+        Run.objects.select_related("tool", "version", "user", "token").defer(
+            "sealed_params", "version__files", "version__toolmd"
+        ),
+        pk=run_id,
+    )
+    return runs.reap_if_stale(run)
+
+
+def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> dict:
+    last_seq = updates[-1].seq if updates else int(request.GET.get("after") or 0)
+    return {
+        "run": run,
+        "updates": updates,
+        "last_seq": last_seq,
+        "artifacts": list(run.artifacts.all()) if run.is_finished else [],
+        "can_run": has_role(request.user, DEVELOPER),
+        "poll_interval": POLL_INTERVAL,
+    }
+
+
+@require_safe
+@role_required(VIEWER)
+def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    run = _run_or_404(run_id)
+    updates = list(run.updates.all())
+    context = _live_context(request, run, updates)
+    context["manifest"] = runs.manifest_of(run.version)
+    return render(request, "runs/detail.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def run_updates(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """What changed since update ?after=N: the new updates (appended out of band) and the
+    live part again. Once the run has ended the live part comes back without its polling
+    trigger, so the page stops asking."""
+    try:
+        after = max(0, int(request.GET.get("after") or 0))
+    except ValueError:
+        after = 0
+    run = _run_or_404(run_id)
+    # The status was read first: if it says finished, every update is already stored.
+    updates = list(run.updates.filter(seq__gt=after))
+    response = render(request, "runs/detail.html#poll", _live_context(request, run, updates))
+    response["Cache-Control"] = "no-store"
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+@require_POST
+@role_required(DEVELOPER)
+def run_cancel(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    run = _run_or_404(run_id)
+    runs.cancel_run(run, Actor.from_request(request))
+    if request.htmx:
+        context = _live_context(request, run, [])
+        context["last_seq"] = int(request.POST.get("after") or 0)
+        return render(request, "runs/detail.html#live", context)
+    return redirect("run", run_id=run.pk)
+
+
+@require_safe
+@role_required(VIEWER)
+def run_artifact(request: HttpRequest, run_id: uuid.UUID, artifact_id: int) -> FileResponse:
+    artifact = get_object_or_404(RunArtifact, pk=artifact_id, run_id=run_id)
+    path = runs.artifact_file(artifact)
+    if path is None:
+        raise Http404("The artifact's file is gone.")
+    return artifact_response(artifact, path)
+
+
+def artifact_response(artifact: RunArtifact, path) -> FileResponse:
+    """The file as a download, never rendered inline: a tool's output is untrusted, an
+    HTML artifact must not run script in the console's origin."""
+    name = safe_filename(artifact.name)
+    response = FileResponse(
+        open(path, "rb"),  # noqa: SIM115 (FileResponse closes it)
+        as_attachment=True,
+        filename=name,
+        content_type="application/octet-stream",
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response
+
+
+def safe_filename(name: str) -> str:
+    """The last part of an artifact's name, without control characters or quotes."""
+    base = PurePosixPath(name.replace("\\", "/")).name
+    cleaned = "".join(ch for ch in base if ch.isprintable() and ch not in '"\r\n;')
+    return cleaned.strip(". ") or "artifact"
+
+
+# --------------------------------------------------------------------------------------
+# History
+
+
+@require_safe
+@role_required(VIEWER)
+def run_list(request: HtmxHttpRequest) -> HttpResponse:
+    """Every run, newest first, filtered by tool, status, person and how it was started."""
+    form = RunFilterForm(request.GET, tools=_tool_names(), people=_people())
+    page = page_range = None
+    if form.is_valid():
+        rows = form.filter(
+            Run.objects.select_related("tool", "version", "user", "token").only(
+                "id",
+                "status",
+                "via",
+                "created_at",
+                "started_at",
+                "finished_at",
+                "duration",
+                "cancel_requested",
+                "tool__name",
+                "tool__label",
+                "version__number",
+                "user__username",
+                "token__name",
+            )
+        ).order_by("-created_at", "-pk")
+        page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
+        page_range = page.paginator.get_elided_page_range(page.number, on_each_side=2)
+    partial = request.htmx.target == RESULTS_TARGET and not request.htmx.history_restore_request
+    template = "runs/list.html#results" if partial else "runs/list.html"
+    context = {
+        "form": form,
+        "page": page,
+        "page_range": page_range,
+        "results_target": RESULTS_TARGET,
+    }
+    response = render(request, template, context, status=400 if page is None else 200)
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+def _tool_names() -> list[str]:
+    return list(Tool.objects.order_by("name").values_list("name", flat=True))
+
+
+def _people() -> list[str]:
+    """People who have started runs, for the filter's options (one query)."""
+    users = get_user_model().objects.filter(
+        pk__in=Run.objects.filter(user__isnull=False).values("user_id")
+    )
+    return list(users.order_by("username").values_list("username", flat=True))
+
+
+__all__ = [
+    "run_artifact",
+    "run_cancel",
+    "run_detail",
+    "run_list",
+    "run_updates",
+    "tool_run",
+]

@@ -1,0 +1,64 @@
+"""Agent tokens (admins only): list, create (the token is shown once), revoke."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_safe
+
+from tools_app.audit import Actor, record
+from tools_app.forms.tokens import TokenForm
+from tools_app.models import AgentToken
+from tools_app.roles import ADMIN, role_required
+
+
+@require_safe
+@role_required(ADMIN)
+def token_list(request: HttpRequest) -> HttpResponse:
+    tokens = AgentToken.objects.select_related("created_by").order_by("-created_at", "-id")
+    return render(request, "tokens/list.html", {"tokens": tokens})
+
+
+@never_cache  # the answer to a successful POST holds the raw token: never keep it anywhere
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def token_create(request: HttpRequest) -> HttpResponse:
+    form = TokenForm(request.POST if request.method == "POST" else None)
+    if not form.is_valid():
+        return render(request, "tokens/form.html", {"form": form})
+    token, raw = AgentToken.issue(
+        form.cleaned_data["name"], form.cleaned_data["scopes"], created_by=request.user
+    )
+    record(
+        Actor.from_request(request),
+        "token.create",
+        token,
+        f"{token.name} ({', '.join(token.scopes)})",
+        {"prefix": token.prefix, "scopes": token.scopes},
+    )
+    # Rendered in the POST answer, not behind a redirect: only the hash is stored, so this
+    # page is the one and only time the token exists outside the agent's hands.
+    return render(request, "tokens/created.html", {"token": token, "raw_token": raw})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(AgentToken, pk=pk)
+    if request.method == "GET":
+        return render(request, "tokens/revoke.html", {"token": token})
+    with transaction.atomic():
+        # Locked, so two admins revoking at once give one revocation and one audit event.
+        token = AgentToken.objects.select_for_update().get(pk=pk)
+        revoked = token.is_active
+        if revoked:
+            token.revoke()
+            record(Actor.from_request(request), "token.revoke", token, f"{token.name} revoked")
+    if revoked:
+        messages.success(request, f"Token “{token.name}” is revoked; agents using it get 401.")
+    else:
+        messages.info(request, f"Token “{token.name}” was already revoked.")
+    return redirect("tokens")
