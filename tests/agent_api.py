@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.core.cache import cache
 from django.test import Client
 
 from tools_app import bundle
+from tools_app.api import auth, conditional
 from tools_app.audit import Actor
 from tools_app.models import AgentToken
 from tools_app.versions import save_version
@@ -15,6 +17,13 @@ from tools_app.versions import save_version
 REPO = Path(__file__).resolve().parents[1]
 CORPORA = [REPO / "tests" / "data" / "toolmd", REPO.parent / "shared" / "testdata" / "toolmd"]
 ALL_SCOPES = ("registry:read", "sync:read", "tools:invoke")
+
+
+def reset_api_caches() -> None:
+    """Tests share one process: forget bodies, the revision and remembered tokens."""
+    cache.clear()
+    conditional.reset_revision()
+    auth.forget_all()
 
 
 def agent_client(*scopes: str, name: str = "agent") -> Client:

@@ -142,3 +142,7 @@ def developer_client(developer) -> Client:
 @pytest.fixture
 def console_admin_client(console_admin) -> Client:
     return _client(console_admin)
+
+
+# A real Celery worker for @pytest.mark.worker and browser tests (tests/worker_fixtures.py).
+pytest_plugins = ["worker_fixtures"]

@@ -3,6 +3,8 @@ Fernet keys, and a shortcut to create integrations through the domain functions.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import threading
 import time
@@ -16,6 +18,13 @@ from cryptography.fernet import Fernet
 from tools_app import integrations as domain
 from tools_app import vault
 from tools_app.audit import Actor
+
+
+class StdinText(io.StringIO):
+    """Standard input for a command: text, not a terminal."""
+
+    def isatty(self) -> bool:
+        return False
 
 
 def new_key() -> str:
@@ -77,10 +86,8 @@ def _make_handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
                 self.send_header(name, value)
             self.end_headers()
             if self.command != "HEAD":
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
         do_GET = do_POST = do_HEAD = _answer
 
@@ -92,7 +99,7 @@ def fake_provider() -> Iterator[Provider]:
     state = Provider()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(state))
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
@@ -100,6 +107,12 @@ def fake_provider() -> Iterator[Provider]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings) -> None:
+    """Test users log in with force_login: their password hashes need not be slow."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_api import REPO, agent_client, import_published, valid_corpus_tools
-from django.core.cache import cache
+from agent_api import REPO, agent_client, import_published, reset_api_caches, valid_corpus_tools
 from django.test import Client
 from jsonschema import Draft202012Validator
 
@@ -30,8 +29,8 @@ ALL_TYPES = {
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
+def fresh_caches():
+    reset_api_caches()
 
 
 def entry_schema(entry: dict, fmt: str) -> dict:

@@ -8,7 +8,7 @@ import io
 import zipfile
 
 import pytest
-from agent_api import REPO, agent_client
+from agent_api import REPO, agent_client, reset_api_caches
 from conftest import tool_files
 from django.core.cache import cache
 from django.test import Client
@@ -23,8 +23,8 @@ MANIFEST = "/api/v1/sync/manifest"
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
+def fresh_caches():
+    reset_api_caches()
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ import base64
 import hashlib
 
 import pytest
-from agent_api import agent_client
+from agent_api import agent_client, reset_api_caches
 from conftest import tool_files
-from django.core.cache import cache
 from django.test import Client
 from jsonschema import Draft202012Validator
 
@@ -20,8 +19,8 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
-    cache.clear()
+def fresh_caches():
+    reset_api_caches()
 
 
 @pytest.fixture

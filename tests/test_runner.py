@@ -25,7 +25,12 @@ from tools_app.runner import (
 )
 from tools_app.runner.streams import Lines
 
-ENTRY = {"typescript": "index.ts", "javascript": "index.js", "python": "index.py", "bash": "index.sh"}
+ENTRY = {
+    "typescript": "index.ts",
+    "javascript": "index.js",
+    "python": "index.py",
+    "bash": "index.sh",
+}
 FAST = Limits(timeout=5, grace_seconds=1)
 
 
@@ -46,11 +51,11 @@ def run_tool(
     cancel: threading.Event | None = None,
     **fields: Any,
 ) -> RunOutcome:
-    folder = make_tool(tmp_path, language, source, fields.pop("entry", None))
+    entry = fields.pop("entry", ENTRY[language])
     request = RunRequest(
-        tool_dir=folder,
+        tool_dir=make_tool(tmp_path, language, source, entry),
         language=language,
-        entry=fields.pop("entry_name", None) or next(p.name for p in folder.glob("index.*")),
+        entry=entry,
         params=fields.pop("params", {}),
         tool_call_id=fields.pop("tool_call_id", "call-1"),
         env=fields.pop("env", {}),
@@ -130,9 +135,7 @@ def test_it_runs_a_javascript_tool(tmp_path: Path) -> None:
         """,
     )
     (folder / "helper.mjs").write_text("export const helper = (n) => `n+1=${n + 1}`;\n")
-    outcome = run(
-        RunRequest(folder, "javascript", "index.js", {"n": 20}, "c", {}, {}, limits=FAST)
-    )
+    outcome = run(RunRequest(folder, "javascript", "index.js", {"n": 20}, "c", {}, {}, limits=FAST))
     assert outcome.status == SUCCEEDED
     assert texts(outcome) == "n+1=21"
 
@@ -220,25 +223,6 @@ def test_it_runs_a_bash_tool_with_progress_updates(tmp_path: Path) -> None:
     assert outcome.stderr_tail == "to stderr\n"
 
 
-def test_it_reports_a_failing_bash_tool_with_its_output(tmp_path: Path) -> None:
-    outcome = run_tool(
-        tmp_path,
-        "bash",
-        """
-        echo "partial output"
-        echo "SEARXNG_URL is not set: configure the searxng integration" >&2
-        exit 3
-        """,
-    )
-    assert outcome.status == FAILED
-    assert outcome.result["isError"] is True
-    assert outcome.exit_code == 3
-    message = texts(outcome)
-    assert "exited with status 3" in message
-    assert "partial output" in message
-    assert "configure the searxng integration" in message
-
-
 @pytest.mark.parametrize("language", ["typescript", "python", "bash"])
 def test_it_sees_its_folder_read_only_and_a_fresh_work_dir(tmp_path: Path, language: str) -> None:
     source = {
@@ -246,9 +230,14 @@ def test_it_sees_its_folder_read_only_and_a_fresh_work_dir(tmp_path: Path, langu
             import { writeFileSync, readdirSync } from "node:fs";
             export async function execute(id, params) {
               let tool = "writable";
-              try { writeFileSync(new URL("./x", import.meta.url), "x"); } catch { tool = "read-only"; }
+              try {
+                writeFileSync(new URL("./x", import.meta.url), "x");
+              } catch {
+                tool = "read-only";
+              }
               writeFileSync(process.env.HOME + "/scratch", "x");
-              return { content: [{ type: "text", text: `${tool} ${readdirSync(".").join(",")}` }] };
+              const listing = readdirSync(".").sort().join(",");
+              return { content: [{ type: "text", text: `${tool} ${listing}` }] };
             }
             """,
         "python": """
@@ -363,11 +352,14 @@ def test_it_cancels_a_bash_tool_with_sigterm(tmp_path: Path) -> None:
     assert "cleaning up after TERM" in outcome.stderr_tail
 
 
-def test_it_ignores_a_cancel_that_comes_after_the_result(tmp_path: Path) -> None:
+def test_it_does_not_start_a_run_cancelled_beforehand(tmp_path: Path) -> None:
     cancel = threading.Event()
-    cancel.set()  # set before the run: the tool is stopped at once
-    outcome = run_tool(tmp_path, "bash", "echo never", cancel=cancel)
+    cancel.set()
+    outcome = run_tool(tmp_path, "bash", "echo started > /dev/stderr; echo never", cancel=cancel)
     assert outcome.status == CANCELLED
+    assert texts(outcome) == "Cancelled: the run was cancelled."
+    assert outcome.exit_code is None
+    assert outcome.stderr_tail == ""
 
 
 class _CancelOnFirstUpdate(list):  # type: ignore[type-arg]
@@ -406,7 +398,7 @@ def test_it_redacts_secrets_in_result_updates_stderr_and_artifact_names(tmp_path
     )
     label = "{{searxng.SEARXNG_TOKEN}}"
     assert outcome.status == SUCCEEDED
-    assert texts(outcome) == f"sent {label} / \"{label}\""
+    assert texts(outcome) == f'sent {label} / "{label}"'
     assert update_texts(updates) == [f"using {label}"]
     assert f"debug: token={label}" in outcome.stderr_tail
     assert f'{{"token": "{label}"}}' in outcome.stderr_tail
@@ -470,7 +462,8 @@ def test_it_truncates_a_large_result_with_a_notice(tmp_path: Path) -> None:
         "typescript",
         """
         export async function execute() {
-          return { content: [{ type: "text", text: "é".repeat(3000) }, { type: "text", text: "tail" }] };
+          const big = { type: "text", text: "é".repeat(3000) };
+          return { content: [big, { type: "text", text: "tail" }] };
         }
         """,
         limits=Limits(timeout=5, grace_seconds=1, max_result_bytes=4096),
@@ -565,3 +558,61 @@ def test_it_splits_lines_without_buffering_more_than_a_line() -> None:
     lines = Lines(4)
     got = list(lines.feed(b"ab\ncdefgh")) + list(lines.feed(b"ij\nk")) + list(lines.flush())
     assert got == [(b"ab", False), (b"cdef", True), (b"k", False)]
+
+
+def test_it_binds_granted_host_files_read_only(tmp_path):
+    """An integration's database path outside the tool folder is readable, not writable."""
+    from tools_app.runner import isolation_level
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "mail.txt").write_text("hello from the host")
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    (tool / "index.sh").write_text(
+        '#!/bin/bash\ncat "$INPUT_PATH"\necho x >> "$INPUT_PATH" 2>/dev/null && echo WROTE\n'
+    )
+    outcome = run(
+        RunRequest(
+            tool_dir=tool,
+            language="bash",
+            entry="index.sh",
+            params={"path": str(shared / "mail.txt")},
+            tool_call_id="t",
+            env={},
+            secrets={},
+            limits=Limits(timeout=10, grace_seconds=1),
+            ro_binds=(shared,),
+        )
+    )
+    text = outcome.result["content"][0]["text"]
+    assert "hello from the host" in text
+    if isolation_level()[0] == "bwrap":
+        assert "WROTE" not in text
+        assert (shared / "mail.txt").read_text() == "hello from the host"
+
+
+def test_it_refuses_to_bind_the_consoles_own_files(tmp_path):
+    from tools_app.runner import isolation_level
+
+    if isolation_level()[0] != "bwrap":
+        pytest.skip("binds exist only under bubblewrap")
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    (tool / "index.sh").write_text('#!/bin/bash\nls "$INPUT_DIR" 2>&1 | head -3\n')
+    project = Path(__file__).resolve().parents[1]
+    outcome = run(
+        RunRequest(
+            tool_dir=tool,
+            language="bash",
+            entry="index.sh",
+            params={"dir": str(project / "console")},
+            tool_call_id="t",
+            env={},
+            secrets={},
+            limits=Limits(timeout=10, grace_seconds=1),
+            ro_binds=(project / "console",),
+        )
+    )
+    assert "settings.py" not in outcome.result["content"][0]["text"]
+    assert any("console's own files" in notice for notice in outcome.notices)

@@ -301,7 +301,11 @@ def test_several_processes_starting_at_once_sync_safely(tmp_path, seed):
         "print(sorted(ToolVersion.objects.values_list('tool__name', 'number')))"
     )
     result = subprocess.run(
-        [*manage, "shell", "-v", "0", "-c", check], env=env, cwd=REPO, capture_output=True, text=True
+        [*manage, "shell", "-v", "0", "-c", check],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert result.stdout.strip() == "[('alpha', 2), ('beta', 2), ('gamma', 2)]"
     for name in ("alpha", "beta", "gamma"):

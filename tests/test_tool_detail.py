@@ -26,7 +26,8 @@ EVIL_BODY = """# Evil tool
 
 <a href="javascript:alert(2)">raw link</a>
 
-[markdown link](javascript:alert(3)) [spaced](  JaVaScRiPt:alert(4)) [data](data:text/html;base64,PHNjcmlwdD4=)
+[markdown link](javascript:alert(3)) [spaced](  JaVaScRiPt:alert(4))
+[data](data:text/html;base64,PHNjcmlwdD4=)
 
 [good link](https://example.com/docs) ![pixel](https://tracker.example/p.gif)
 
@@ -342,3 +343,30 @@ def test_query_count_does_not_grow_with_the_number_of_versions(viewer_client, ma
     with CaptureQueriesContext(connection) as older:
         assert viewer_client.get("/tools/many/", {"version": "7"}).status_code == 200
     assert len(older) == len(one)
+
+
+def test_it_offers_actions_by_role(
+    viewer_client, developer_client, console_admin_client, fetch_tool
+):
+    url = "/tools/web_fetch/"
+    as_viewer = viewer_client.get(url).content.decode()
+    as_developer = developer_client.get(url).content.decode()
+    as_admin = console_admin_client.get(url).content.decode()
+
+    assert 'href="/tools/web_fetch/run/?version=1"' not in as_viewer
+    assert 'href="/tools/web_fetch/edit/"' not in as_viewer
+    assert 'href="/tools/web_fetch/run/?version=1"' in as_developer
+    assert 'href="/tools/web_fetch/edit/"' in as_developer
+    assert 'action="/tools/web_fetch/disable/"' not in as_developer
+    assert 'action="/tools/web_fetch/disable/"' in as_admin
+
+
+def test_it_shows_bodies_built_to_stall_the_parser_as_plain_text(viewer_client, make_tool):
+    make_tool("stall", body="# Stall\n\n" + "[" * 20_000 + "<script>x</script>")
+
+    response = viewer_client.get("/tools/stall/")
+
+    docs = section(response.content.decode(), "docs")
+    assert "too large or too complex to render as Markdown" in docs
+    assert re.search(r'<pre class="plain">\s*# Stall\s+\[\[\[', docs)
+    assert "&lt;script&gt;x&lt;/script&gt;" in docs

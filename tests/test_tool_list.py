@@ -272,6 +272,7 @@ def test_the_filter_form_drives_htmx(viewer_client, db):
     html = viewer_client.get(URL).content.decode()
     assert 'hx-get="/tools/"' in html
     assert 'hx-target="#tool-results"' in html
+    assert 'hx-swap="outerHTML"' in html  # the partial brings its own container
     assert 'hx-push-url="true"' in html
     assert '<div id="tool-results"' in html
 
@@ -347,3 +348,10 @@ def test_query_count_does_not_grow_with_the_number_of_tools(
             assert viewer_client.get(URL, params).status_code == 200
     with django_assert_max_num_queries(len(one)):
         assert viewer_client.get(URL, {"integration": "github"}, **HTMX).status_code == 200
+
+
+def test_it_offers_new_and_import_to_developers(viewer_client, developer_client, db):
+    assert 'href="/tools/new/"' not in viewer_client.get(URL).content.decode()
+    as_developer = developer_client.get(URL).content.decode()
+    assert 'href="/tools/new/"' in as_developer
+    assert 'href="/tools/import/"' in as_developer

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tools_app.bundle import MAX_FILE_BYTES
 from tools_app.toolmd import (
     ENTRY_FILES,
     MAX_FRONTMATTER,
@@ -681,6 +682,13 @@ def test_it_warns_when_both_javascript_entries_exist() -> None:
     files = {**files_for(*BASE, "language: javascript", entry="index.js"), "index.mjs": TS}
     result = validate_files(files, "t")
     assert result.ok and [w.key for w in result.warnings] == ["entry"]
+
+
+def test_it_applies_the_bundle_limits_to_in_memory_folders() -> None:
+    files = {**files_for(*BASE), "big.bin": b"x" * (MAX_FILE_BYTES + 1)}
+    problem = only_error(validate_files(files, "t"))
+    assert problem.key == "files" and "big.bin" in problem.message
+    assert only_error(validate_files({**files_for(*BASE), "../x": b""}, "t")).key == "files"
 
 
 def test_it_reports_no_entry_even_when_toolmd_is_invalid() -> None:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import stat
 import threading
 
+import integrations_support as support
 import pytest
-
-pytest.register_assert_rewrite("integrations_support")
-
-from integrations_support import new_key  # noqa: E402
 
 from tools_app import vault
 
-pytest_plugins = ["integrations_support"]
+fernet_keys = support.fernet_keys
+new_key = support.new_key
 
 
 def test_it_round_trips_text(fernet_keys):

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ USER_AGENT = "ToolConsole/0.1 (+connection test)"
 SCHEMES = ("http", "https")
 CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+# httpx logs every request URL at INFO and httpcore response headers at DEBUG; either may
+# carry a credential (a token in a query string, a cookie), so they stay quiet.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 
 class HttpError(Exception):
@@ -118,7 +124,8 @@ def request(
                     content=content,
                     timeout=httpx.Timeout(remaining()),
                 )
-                with client.send(request_, stream=True) as response:
+                response = client.send(request_, stream=True)
+                try:
                     location = response.headers.get("location")
                     if (
                         follow_redirects
@@ -162,6 +169,8 @@ def request(
                         elapsed=time.monotonic() - started,
                         redirects=redirects,
                     )
+                finally:
+                    response.close()
     except httpx.TimeoutException:
         raise HttpError(f"no answer within {timeout:g} s") from None
     except httpx.ConnectError as exc:

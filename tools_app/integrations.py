@@ -34,6 +34,7 @@ line and the key, like TOOL.md errors.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import string
@@ -45,8 +46,6 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 import yaml
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
@@ -93,9 +92,6 @@ RESERVED_ENV_PREFIXES = (
     "LD_", "DYLD_", "LC_", "NODE_", "NPM_", "PYTHON", "PERL", "RUBY", "INPUT_", "TOOL_",
     "CONSOLE_", "DJANGO_", "CELERY_", "BASH_FUNC_",
 )  # fmt: skip
-
-_url_validator = URLValidator(schemes=["http", "https"])
-
 
 # ----------------------------------------------------------------------------------------
 # Errors
@@ -756,11 +752,7 @@ def value_problem(kind: str, value: str) -> str | None:
     if kind == "url":
         if len(value) > MAX_URL:
             return f"is longer than {MAX_URL} characters"
-        try:
-            _url_validator(value)
-        except ValidationError:
-            return "must be an http:// or https:// URL, e.g. https://search.example.org"
-        return None
+        return url_problem(value)
     if kind == "path":
         if len(value) > MAX_PATH:
             return f"is longer than {MAX_PATH} characters"
@@ -769,6 +761,39 @@ def value_problem(kind: str, value: str) -> str | None:
         return None
     if len(value) > MAX_VALUE:
         return f"is longer than {MAX_VALUE // 1024} KiB"
+    return None
+
+
+_HOST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?")
+
+
+def url_problem(value: str) -> str | None:
+    """http(s) URLs with a host; single-label hosts (http://searxng:8080, a container
+    name) are fine. Credentials in the URL are refused: they belong in a secret field."""
+    example = "must be an http:// or https:// URL, e.g. https://search.example.org"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+        return example + " (no spaces)"
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        return example
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return example
+    if parts.username is not None or parts.password is not None:
+        return "must not contain a user name or password: put credentials in a secret field"
+    host = parts.hostname or ""
+    if not host or (port is not None and not 0 < port < 65536):
+        return example
+    if host.startswith("[") or ":" in host:
+        try:
+            ipaddress.IPv6Address(host.strip("[]"))
+        except ValueError:
+            return example
+    elif not _HOST_RE.fullmatch(host):
+        return example
+    if "#" in value:
+        return "must not contain a #fragment"
     return None
 
 
@@ -1476,8 +1501,8 @@ def _connection_test(
         filled[spec.name] = value
     if problems:
         return TestOutcome(False, "Not tested: " + "; ".join(problems))
-    needed = placeholders(test.url)
-    empty = [n for n in needed if not filled.get(n)]
+    needed = placeholders(test.url) + [f.name for f in fields if f.required]
+    empty = list(dict.fromkeys(n for n in needed if not filled.get(n)))
     if empty:
         names = ", ".join(itype.field(n).display if itype.field(n) else n for n in empty)
         return TestOutcome(False, f"Not tested: fill in {names} first.")

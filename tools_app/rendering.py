@@ -12,6 +12,7 @@ import hashlib
 import re
 
 import nh3
+from django.core.cache import cache
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
@@ -25,6 +26,10 @@ from pygments.util import ClassNotFound
 # Highlighting is roughly linear but slow in pure Python; above this a file is shown as
 # escaped plain text so one huge file cannot make a page take seconds.
 MAX_HIGHLIGHT_CHARS = 200_000
+# Beyond these, a TOOL.md body is shown as plain text (see _too_costly).
+MAX_MARKDOWN_CHARS = 100_000
+MAX_LINK_OPENERS = 1_000
+MAX_EMPHASIS_DELIMITERS = 10_000
 MARKDOWN_CSS_CLASS = "markdown"
 HIGHLIGHT_CSS_CLASS = "highlight"
 PYGMENTS_STYLE = "default"
@@ -82,6 +87,33 @@ def _image_as_link(self, tokens, idx, options, env) -> str:
 
 
 def render_markdown(text: str) -> SafeString:
+    """Safe HTML for a TOOL.md body. Versions never change, so the result is cached by
+    content: the Markdown parser is pure Python and some inputs cost seconds."""
+    if _too_costly(text):
+        return mark_safe(  # noqa: S308 - escaped
+            '<p class="notice">This text is too large or too complex to render as '
+            f'Markdown; it is shown as written.</p><pre class="plain">{escape(text)}</pre>'
+        )
+    key = "markdown:v1:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    html = cache.get(key)
+    if html is None:
+        html = _render_markdown(text)
+        cache.set(key, html, timeout=24 * 3600)
+    return mark_safe(html)  # noqa: S308 - cleaned by nh3 in _render_markdown
+
+
+def _too_costly(text: str) -> bool:
+    """Inputs that make markdown-it-py slow: it scans ahead from every `[` for a link
+    label and from every `*`/`_` for a closing delimiter. Real documentation has a few
+    hundred at most; a body built to stall the page has tens of thousands."""
+    return (
+        len(text) > MAX_MARKDOWN_CHARS
+        or text.count("[") > MAX_LINK_OPENERS
+        or text.count("*") + text.count("_") > MAX_EMPHASIS_DELIMITERS
+    )
+
+
+def _render_markdown(text: str) -> str:
     html = _markdown().render(text)
     cleaned = nh3.clean(
         html,
@@ -96,7 +128,7 @@ def render_markdown(text: str) -> SafeString:
         },
         strip_comments=True,
     )
-    return mark_safe(cleaned)  # noqa: S308 - cleaned by nh3 with the allowlist above
+    return cleaned
 
 
 def _fence_languages(html: str) -> set[str]:

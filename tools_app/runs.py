@@ -41,6 +41,7 @@ from django.utils import timezone
 
 from tools_app import bundle, runner, schema, vault
 from tools_app.audit import Actor, record
+from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.toolmd import Manifest
@@ -50,7 +51,7 @@ logger = logging.getLogger("tools_app.runs")
 MASK = "••••••"
 # How often the supervisor looks for a cancel request: well inside the 6 s budget that
 # cancel has (the runner then gives the tool its grace period).
-CANCEL_POLL_SECONDS = 0.5
+CANCEL_POLL_SECONDS = 0.25
 # Label under which a sensitive input's value is redacted from everything stored.
 SENSITIVE_LABEL = "{{{{input.{name}}}}}"
 
@@ -399,16 +400,13 @@ class Supervisor:
 
     def _poll_cancel(self) -> None:
         try:
-            row = (
-                Run.objects.filter(pk=self.run_row.pk)
-                .values_list("status", "cancel_requested")
-                .first()
-            )
+            row = Run.objects.filter(pk=self.run_row.pk).values_list("cancel_requested").first()
         except DatabaseError:
             logger.exception("could not read the cancel flag of run %s", self.run_row.pk)
             return
-        # A run someone else ended (reaped as lost, deleted) is not worth finishing either.
-        if row is None or row[1] or row[0] != RunStatus.RUNNING:
+        # A deleted run is not worth finishing either. One reaped as lost while alive
+        # goes on: its real ending replaces `lost` (see _finish).
+        if row is None or row[0]:
             self.cancel.set()
 
     def _beat(self) -> None:
@@ -433,6 +431,7 @@ def _finish(run: Run, outcome: runner.RunOutcome) -> None:
             stderr_tail=outcome.stderr_tail,
             notices=list(outcome.notices),
             isolation=outcome.isolation,
+            isolation_reason=isolation_reason(outcome.isolation)[:500],
             exit_code=outcome.exit_code,
             duration=outcome.duration,
             error="",
@@ -442,6 +441,27 @@ def _finish(run: Run, outcome: runner.RunOutcome) -> None:
             RunArtifact.objects.bulk_create(artifacts)
         else:
             logger.warning("run %s ended elsewhere meanwhile; its outcome is dropped", run.pk)
+
+
+def isolation_reason(isolation: str) -> str:
+    """Why this host runs tools without bubblewrap ("" when it uses it)."""
+    if isolation == "bwrap":
+        return ""
+    level, reason = runner.isolation_level()
+    return reason if level != "bwrap" else ""
+
+
+@warning_source
+def isolation_warnings() -> list[str]:
+    """The banner (and `manage.py check`) line when tools run without bubblewrap here."""
+    level, reason = runner.isolation_level()
+    if level == "bwrap":
+        return []
+    return [
+        f"Tools run in the fallback sandbox (a plain subprocess with rlimits and a cleared "
+        f"environment), not bubblewrap: {reason}. Install the Debian package bubblewrap "
+        "and allow unprivileged user namespaces for full isolation."
+    ]
 
 
 def _keep_artifacts(run: Run, artifacts: list[runner.Artifact]) -> list[RunArtifact]:

@@ -18,14 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import yaml
-from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError
+from django.db.models import F
 
-from tools_app.toolmd import WARNING, Manifest, Problem
+from tools_app.toolmd import WARNING, Manifest, Problem, parse_toolmd
+
+if TYPE_CHECKING:
+    from tools_app.models import ToolVersion
 
 # What the seed tools' bodies have (`## Authentication` ...). A heading counts when it
 # starts with the word: "## Error handling" is the Errors section.
@@ -118,10 +120,17 @@ _PY_ENV = [
 # $NAME and ${NAME...}: only upper-case names; lower-case ones are the script's own.
 _SH_ENV = re.compile(r"\$\{?#?!?([A-Z_][A-Z0-9_]*)")
 _SH_ASSIGNED = [
-    re.compile(r"(?:^|[\s;&|(])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*|readonly\s+)?([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?="),
-    re.compile(r"\bread\s+(?:-\w+\s+(?:\S+\s+)?)*([A-Za-z_][A-Za-z0-9_ ]*)"),
+    re.compile(
+        r"(?:^|[\s;&|(])(?:export\s+|local\s+|declare\s+(?:-\w+\s+)*|readonly\s+)?"
+        r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=",
+        re.M,
+    ),
+    # `read -r key value`: every word after `read` (option values too; harmless here).
+    re.compile(r"\b(?:read|mapfile|readarray)\b([^;&|<>\n]*)"),
     re.compile(r"\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b"),
-    re.compile(r"\b(?:local|declare|typeset|export|readonly)\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_ ]*)"),
+    re.compile(
+        r"\b(?:local|declare|typeset|export|readonly)\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_ ]*)"
+    ),
 ]
 
 _NETWORK = {
@@ -204,7 +213,9 @@ def _blank_comments(text: str, kind: str) -> str:
     Strings are left alone and recognised only so that `#` or `//` inside them is not
     taken for a comment."""
     if kind == "js":
-        pattern = r"""//[^\n]*|/\*.*?\*/|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`"""
+        pattern = (
+            r"""//[^\n]*|/\*.*?\*/|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`"""
+        )
     elif kind == "python":
         pattern = r"""#[^\n]*|'''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*\""""
     else:  # bash: a # that starts a word begins a comment
@@ -265,7 +276,7 @@ def _bash_assigned(code: str) -> set[str]:
     names: set[str] = set()
     for pattern in _SH_ASSIGNED:
         for m in pattern.finditer(code):
-            names.update(m.group(1).split())
+            names.update(re.findall(r"(?<![-\w])[A-Za-z_][A-Za-z0-9_]*", m.group(1)))
     return names
 
 
@@ -308,80 +319,35 @@ def _env_problems(
 
 def integration_env(slugs: Iterable[str]) -> tuple[set[str], list[str]]:
     """The environment variable names the integrations `slugs` provide, and the slugs
-    whose fields are unknown (no integration in the database, no type in seed/)."""
-    provided: set[str] = set()
-    unknown: list[str] = []
-    slugs = list(slugs)
-    configured = _configured_integrations(slugs)
-    for slug in slugs:
-        fields = configured.get(slug)
-        if fields is None:
-            # An integration's slug defaults to its type's slug (DESIGN section 4).
-            fields = _type_fields(slug)
-        if fields is None:
-            unknown.append(slug)
-            continue
-        provided.update(_env_names(fields))
-    return provided, unknown
-
-
-def _configured_integrations(slugs: list[str]) -> dict[str, list]:
-    """{slug: field definitions} for integrations admins created in the console."""
+    whose variables are unknown (no integration with that slug in the console, and no
+    integration type of that name in seed/integrations, which an integration's slug
+    defaults to)."""
+    from tools_app import integrations  # imports models: not at module level
     from tools_app.models import Integration
 
+    slugs = list(dict.fromkeys(slugs))
     if not slugs:
-        return {}
-    found: dict[str, list] = {}
+        return set(), []
+    types = integrations.integration_types()
     try:
-        rows = list(
-            Integration.objects.filter(slug__in=slugs).values_list(
-                "slug", "type_slug", "custom_fields"
-            )
-        )
+        configured = {i.slug: i for i in Integration.objects.filter(slug__in=slugs)}
     except DatabaseError:  # tables not migrated yet (a check run before migrate)
-        return {}
-    for slug, type_slug, custom_fields in rows:
-        fields = list(custom_fields or []) + list(_type_fields(type_slug) or [])
-        found[slug] = fields
-    return found
-
-
-def _type_fields(type_slug: str) -> list | None:
-    """A type's field definitions from seed/integrations/<slug>.yaml, None if unknown.
-
-    The integrations module (when present) is the authority on types; the YAML is read
-    directly otherwise, with only `fields[].env` needed here."""
-    try:
-        from tools_app import integrations as types  # noqa: PLC0415 - optional module
-    except ImportError:
-        types = None
-    loader = getattr(types, "load_type", None) or getattr(types, "get_type", None)
-    if loader is not None:
-        try:
-            loaded = loader(type_slug)
-        except Exception:  # noqa: BLE001 - an unknown or broken type: fall back to the file
-            loaded = None
-        fields = getattr(loaded, "fields", None)
-        if fields is not None:
-            return list(fields)
-    path = Path(settings.SEED_PATH) / "integrations" / f"{type_slug}.yaml"
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", type_slug) or not path.is_file():
-        return None
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    fields = data.get("fields") if isinstance(data, dict) else None
-    return fields if isinstance(fields, list) else []
-
-
-def _env_names(fields: list) -> set[str]:
-    names = set()
-    for item in fields:
-        env = item.get("env") if isinstance(item, dict) else getattr(item, "env", None)
-        if isinstance(env, str) and env:
-            names.add(env)
-    return names
+        configured = {}
+    provided: set[str] = set()
+    unknown: list[str] = []
+    for slug in slugs:
+        integration = configured.get(slug)
+        if integration is not None and (
+            integration.custom_fields or integration.type_slug in types
+        ):
+            fields = integrations.fields_of(integration)
+        elif slug in types:
+            fields = types[slug].fields
+        else:
+            unknown.append(slug)
+            continue
+        provided.update(field.env for field in fields if field.env)
+    return provided, unknown
 
 
 # --- Network ------------------------------------------------------------------------------
@@ -527,40 +493,27 @@ def check_id(problem: Problem) -> str:
     return CHECK_IDS.get(problem.key, "tools_app.W100")
 
 
+def check_version(version: ToolVersion) -> list[Problem]:
+    """The warnings for a stored version (shown on the editor page after a save)."""
+    parsed = parse_toolmd(version.toolmd)
+    manifest = parsed.manifest or Manifest.from_dict(version.manifest)
+    return check_tool(version.tool.name, version.file_bytes(), manifest)
+
+
 @checks.register("tools")
 def check_tools(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    """Static checks over every tool's latest version."""
+    """Static checks over every tool's latest version (`manage.py check --tag tools`)."""
     from tools_app.models import ToolVersion
 
-    messages: list[checks.CheckMessage] = []
-    latest = ToolVersion.objects.filter(number=_latest_number()).select_related("tool")
+    latest = ToolVersion.objects.filter(number=F("tool__latest_number")).select_related("tool")
     try:
         versions = list(latest.order_by("tool__name"))
     except DatabaseError:  # not migrated yet: nothing to check
         return []
-    for version in versions:
-        manifest = Manifest.from_dict(version.manifest, body=_body(version.toolmd))
-        for problem in check_tool(version.tool.name, version.file_bytes(), manifest):
-            messages.append(
-                checks.Warning(
-                    str(problem),
-                    hint=f"{version.tool.name} v{version.number}",
-                    obj=version.tool.name,
-                    id=check_id(problem),
-                )
-            )
-    return messages
-
-
-def _latest_number():
-    from django.db.models import OuterRef, Subquery
-
-    from tools_app.models import Tool
-
-    return Subquery(Tool.objects.filter(pk=OuterRef("tool_id")).values("latest_number")[:1])
-
-
-def _body(toolmd_text: str) -> str:
-    from tools_app.diff import split_toolmd
-
-    return split_toolmd(toolmd_text)[1]
+    return [
+        checks.Warning(
+            str(problem), hint=f"version {version.number}", obj=version.tool, id=check_id(problem)
+        )
+        for version in versions
+        for problem in check_version(version)
+    ]

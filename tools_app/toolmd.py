@@ -6,9 +6,10 @@ every problem found, each naming the file, the 1-based line in TOOL.md and the k
 
 Choices the design leaves open, fixed here:
 
-- The YAML is composed with a SafeLoader subclass that refuses anchors and aliases (an error,
-  never an expansion), custom tags, non-string and duplicate keys, and nesting deeper than
-  MAX_DEPTH. Size caps are checked before any YAML is read.
+- The YAML is only composed into nodes (libyaml's parser where PyYAML has it, else
+  SafeLoader's), by a composer that refuses anchors and aliases (an error, never an
+  expansion) and nesting deeper than MAX_DEPTH; then custom tags, merge keys, non-string
+  and duplicate keys are refused. Size caps are checked before any YAML is read.
 - An optional key given as an empty value (`label:`) or `null` means "not set": the default
   applies. A required key given that way is missing.
 - Enum `values` is a comma-separated string (`values: fast, thorough`; items are stripped).
@@ -17,7 +18,8 @@ Choices the design leaves open, fixed here:
 - `version` is at most 2**31 - 1 (it is stored in a database integer column).
 - Integration slugs match SLUG_RE.
 - Problems about the file as a whole use the key `file` (size, encoding); a missing
-  TOOL.md uses the key `TOOL.md`; a missing entry file uses the key `entry`.
+  TOOL.md uses the key `TOOL.md`; a missing entry file `entry`; a folder over bundle's
+  limits or holding links `files`; a path given to scan() that is missing or empty `path`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
+
+from tools_app import bundle
 
 try:
     from yaml._yaml import CParser
@@ -880,21 +884,22 @@ def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
     """Validate an in-memory tool folder {relative path: bytes}.
 
     `path` names the folder (`tools/web_fetch`) or its TOOL.md (`tools/web_fetch/TOOL.md`);
-    the folder's last component is the name the manifest must carry."""
+    the folder's last component is the name the manifest must carry. The folder must also
+    be within bundle's limits (file count and sizes, safe paths)."""
     folder_name, toolmd_path = _folder_and_toolmd(path)
+    problems: list[Problem] = []
+    try:
+        bundle.check_files(files)
+    except bundle.BundleError as exc:
+        problems.append(Problem(toolmd_path, 1, "files", str(exc)))
     if "TOOL.md" not in files:
-        problem = Problem(
-            toolmd_path,
-            1,
-            "TOOL.md",
-            "missing: a tool folder holds TOOL.md and an entry file",
-        )
-        return ParseResult(None, [problem])
+        message = "missing: a tool folder holds TOOL.md and an entry file"
+        problems.append(Problem(toolmd_path, 1, "TOOL.md", message))
+        return ParseResult(None, problems)
     result = parse_toolmd(files["TOOL.md"], toolmd_path, folder_name or None)
+    problems += result.problems
     if result.manifest is None:
-        entry_problem = _missing_entry_for_text(files, toolmd_path)
-        return ParseResult(None, result.problems + entry_problem)
-    problems = list(result.problems)
+        return ParseResult(None, problems + _missing_entry_for_text(files, toolmd_path))
     problems += _entry_problems(files, result.manifest.language, toolmd_path, 1)
     if any(p.severity == ERROR for p in problems):
         return ParseResult(None, problems)
@@ -934,8 +939,6 @@ def _entry_problems(
 
 def validate_tool_dir(path: Path) -> ParseResult:
     """Validate a tool folder on disk (read through bundle's limits and refusals)."""
-    from tools_app import bundle  # bundle imports nothing from here; keep the edge one-way
-
     path = Path(path)
     try:
         files = bundle.read_tool_dir(path)
@@ -948,9 +951,7 @@ def validate_tool_dir(path: Path) -> ParseResult:
 
 
 def _is_junk(path: Path) -> bool:
-    from tools_app.bundle import JUNK_NAMES
-
-    return path.name in JUNK_NAMES or path.name.startswith(".")
+    return path.name in bundle.JUNK_NAMES or path.name.startswith(".")
 
 
 def scan(paths: Iterable[Path | str]) -> Iterator[tuple[str, ParseResult]]:

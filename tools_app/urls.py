@@ -1,12 +1,30 @@
 from django.urls import path
 
-from tools_app.views import integrations, runs, tokens, tools
+from tools_app.views import editor, integrations, runs, tokens, tools
 
 urlpatterns = [
     # Tools: browse (tools_app/views/tools.py)
     path("", tools.index, name="index"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/highlight.css", tools.highlight_css, name="highlight_css"),
+    # Editing (tools_app/views/editor.py). tools/new/ and tools/import/ come before
+    # tools/<name>/, which would otherwise take them for tool names.
+    path("tools/new/", editor.tool_new, name="tool_new"),
+    path("tools/import/", editor.tool_import, name="tool_import"),
+    path("tools/<str:name>/edit/", editor.tool_edit, name="tool_edit"),
+    path("tools/<str:name>/validate/", editor.tool_validate, name="tool_validate"),
+    path("tools/<str:name>/versions/", editor.tool_versions, name="tool_versions"),
+    path(
+        "tools/<str:name>/versions/<int:number>/download.zip",
+        editor.tool_download,
+        name="tool_download",
+    ),
+    path("tools/<str:name>/diff/", editor.tool_diff, name="tool_diff"),
+    path("tools/<str:name>/rollback/<int:number>/", editor.tool_rollback, name="tool_rollback"),
+    path("tools/<str:name>/publish/<int:number>/", editor.tool_publish, name="tool_publish"),
+    path("tools/<str:name>/unpublish/", editor.tool_unpublish, name="tool_unpublish"),
+    path("tools/<str:name>/disable/", editor.tool_disable, name="tool_disable"),
+    path("tools/<str:name>/enable/", editor.tool_enable, name="tool_enable"),
     path("tools/<str:name>/", tools.tool_detail, name="tool"),
     # Runs (tools_app/views/runs.py)
     path("tools/<str:name>/run/", runs.tool_run, name="tool_run"),

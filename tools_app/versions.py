@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tools_app import bundle, datapath, toolmd
+from tools_app import bundle, datapath, staticcheck, toolmd  # noqa: F401
 from tools_app.audit import Actor, record
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files
@@ -161,3 +161,32 @@ def set_enabled(tool: Tool, enabled: bool, *, actor: Actor) -> None:
         tool.save(update_fields=["enabled", "updated_at"])
         record(actor, "tool.enable" if enabled else "tool.disable", tool, tool.name)
         transaction.on_commit(lambda: datapath.mirror_tool(tool.name))
+
+
+def rollback(
+    tool: Tool, number: int, *, actor: Actor, base: int | None = None, note: str = ""
+) -> SaveResult:
+    """A new version with the content of version `number` (history is never rewritten).
+
+    `base` is the latest version the person saw, as for save_version: someone's newer
+    save raises VersionConflict. Rolling back to content equal to the latest version
+    returns the latest version unchanged."""
+    old = ToolVersion.objects.get(tool=tool, number=number)
+    with transaction.atomic():
+        saved = save_version(
+            tool.name,
+            old.file_bytes(),
+            actor=actor,
+            source=VersionSource.ROLLBACK,
+            note=note or f"roll back to v{number}",
+            base=base,
+        )
+        if saved.created:
+            record(
+                actor,
+                "tool.rollback",
+                saved.version.tool,
+                f"{tool.name} rolled back to v{number} as v{saved.version.number}",
+                {"from": number, "version": saved.version.number},
+            )
+    return saved

@@ -5,7 +5,7 @@
 // hidden and replaced by a CodeMirror view that writes every change back into the
 // textarea and fires an `input` event, so the form, htmx's live validation and a plain
 // submit all keep reading the textarea. Problems the server reports (a JSON list in
-// `script[data-problems]`) become inline diagnostics at their lines.
+// `script#problems-data`) become inline diagnostics at their lines.
 
 import {
   EditorView,
@@ -110,8 +110,8 @@ function lineRange(doc, number) {
 }
 
 // Show the server's problems inline. Each problem: {file, line, severity, message}.
-function applyProblems(root) {
-  const script = (root || document).querySelector("script[data-problems]") || document.querySelector("script[data-problems]");
+function applyProblems() {
+  const script = document.getElementById("problems-data");
   if (!script) return;
   let problems;
   try {
@@ -154,14 +154,14 @@ function enhanceAll(root) {
   for (const textarea of (root || document).querySelectorAll("textarea[data-code-editor]")) {
     enhance(textarea);
   }
-  applyProblems(root);
+  applyProblems();
 }
 
 function start() {
   enhanceAll(document);
   document.addEventListener("click", jumpToProblem);
   // Live validation swaps in a new problem list: show it in the editors.
-  document.body.addEventListener("htmx:afterSettle", (event) => applyProblems(event.target));
+  document.body.addEventListener("htmx:afterSettle", applyProblems);
   document.documentElement.dataset.codeEditor = "ready";
 }
 

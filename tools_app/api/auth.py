@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+from typing import Any
 
+from django.conf import settings
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
 from tools_app.api.errors import Forbidden, Unauthorized
 from tools_app.models import AgentToken
+from tools_app.models.tokens import TOKEN_PREFIX, hash_token
 
 # last_used_at is informative; writing it on every request would turn each read into a
 # write (and serialise SQLite writers), so it moves at most once a minute per token.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# A valid token is remembered in this process for this many seconds, so a busy agent costs
+# no query per request (an ORM query is most of a 304's cost, and a shared cache would
+# still cost a round trip). Revoking or deleting a token forgets it at once in the process
+# that does it; other processes refuse it within this many seconds.
+# settings.CONSOLE_API_AUTH_CACHE_SECONDS overrides it; 0 turns the memo off.
+AUTH_CACHE_SECONDS = 1.0
+# Only valid tokens are remembered, so this only bounds memory if there are very many.
+MAX_REMEMBERED = 10_000
+
+# token hash -> (expiry on the monotonic clock, token)
+_remembered: dict[str, tuple[float, AgentToken]] = {}
 
 
 class TokenAuth(HttpBearer):
@@ -33,19 +50,57 @@ class TokenAuth(HttpBearer):
         return self.authenticate(request, raw.strip())
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken:
-        agent = AgentToken.authenticate(token)
+        agent = active_token(token)
         if agent is None:
             raise Unauthorized("invalid token", "the token is unknown or was revoked")
         if not agent.has_scope(self.scope):
             raise Forbidden(
-                "missing scope", f"this token lacks the {self.scope!r} scope", scope=self.scope
+                "missing scope", f"this token lacks the '{self.scope}' scope", scope=self.scope
             )
         touch(agent)
         return agent
 
 
+def active_token(raw: str) -> AgentToken | None:
+    """The active token `raw`, remembered for a moment once seen. Misses are not
+    remembered: a token created a moment ago must work at once."""
+    if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+        return None  # not one of ours: no hashing, no query
+    token_hash = hash_token(raw)
+    now = time.monotonic()
+    entry = _remembered.get(token_hash)
+    if entry is not None and entry[0] > now:
+        return entry[1]
+    agent = AgentToken.authenticate(raw)
+    if agent is None:
+        _remembered.pop(token_hash, None)
+        return None
+    ttl = float(getattr(settings, "CONSOLE_API_AUTH_CACHE_SECONDS", AUTH_CACHE_SECONDS))
+    if ttl > 0:
+        if len(_remembered) >= MAX_REMEMBERED:
+            _remembered.clear()
+        _remembered[token_hash] = (now + ttl, agent)
+    return agent
+
+
 def touch(token: AgentToken) -> None:
+    """Record the use, at most once a minute (on the remembered instance too, so the
+    next requests do not write again)."""
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+def forget_token(sender: Any, instance: AgentToken, **kwargs: Any) -> None:
+    _remembered.pop(instance.token_hash, None)
+    # Again after the commit, in case a request remembered it between save and commit.
+    transaction.on_commit(lambda: _remembered.pop(instance.token_hash, None))
+
+
+def forget_all() -> None:
+    _remembered.clear()
+
+
+post_save.connect(forget_token, sender=AgentToken, dispatch_uid="api-forget-token-save")
+post_delete.connect(forget_token, sender=AgentToken, dispatch_uid="api-forget-token-delete")

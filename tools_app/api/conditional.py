@@ -6,15 +6,20 @@ per revision and format and then served from Django's cache."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
 from django.db.models import Count, Max, Sum
+from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 
 from tools_app.models import Tool
@@ -23,6 +28,14 @@ from tools_app.models import Tool
 ANSWER_REVISION = "1"
 # Old revisions are never asked for again; let them expire instead of piling up.
 BODY_CACHE_SECONDS = 600
+# How long a process may answer from a cached revision after another process changed a
+# tool (settings.CONSOLE_REGISTRY_REVISION_TTL overrides it).
+REVISION_TTL = 1.0
+# (expiry on the monotonic clock, revision): one tuple, so threads see both or neither.
+_remembered: tuple[float, str] = (0.0, "")
+# The gzip representation's ETag: the same revision, another entity.
+GZIP_SUFFIX = "-gzip"
+MAX_ACCEPT_ENCODING = 1024
 # A longer If-None-Match is not something a real client sends: ignore it, do not parse it.
 MAX_IF_NONE_MATCH = 8 * 1024
 
@@ -49,27 +62,59 @@ def parse_if_none_match(header: str) -> list[str] | None:
     return tags
 
 
-def none_match_hit(request: HttpRequest, etag: str) -> bool:
-    """True when If-None-Match matches `etag` (weak comparison), so a 304 is due.
+def none_match_hit(request: HttpRequest, *etags: str) -> bool:
+    """True when If-None-Match matches one of `etags` (weak comparison): a 304 is due.
 
     A malformed header is ignored (the client gets the full answer), never an error."""
     header = request.headers.get("If-None-Match")
     if header is None:
         return False
     tags = parse_if_none_match(header)
-    return bool(tags) and (tags == ["*"] or etag in tags)
+    return bool(tags) and (tags == ["*"] or any(etag in tags for etag in etags))
 
 
 def published_revision() -> str:
-    """Changes whenever the set of published, enabled tools or any of them changes.
+    """A short string that changes whenever what agents see of the tools changes.
 
-    Every state change of a tool saves `updated_at`; the count and the sum of published
-    version ids also catch changes that bypass save() (queryset updates, deletions)."""
+    Remembered in this process for REVISION_TTL seconds: the aggregate scans the tool
+    table, which would be most of a 304's cost. Saving or deleting a Tool forgets it at
+    once in the process that does it; other processes notice within REVISION_TTL."""
+    global _remembered
+    now = time.monotonic()
+    expires, revision = _remembered
+    if expires > now:
+        return revision
+    revision = _published_revision()
+    ttl = float(getattr(settings, "CONSOLE_REGISTRY_REVISION_TTL", REVISION_TTL))
+    if ttl > 0:
+        _remembered = (now + ttl, revision)
+    return revision
+
+
+def _published_revision() -> str:
+    # Every state change of a tool saves `updated_at`; the count and the sum of published
+    # version ids also catch changes that bypass save() (queryset updates, deletions).
     agg = Tool.objects.published().aggregate(
         n=Count("id"), latest=Max("updated_at"), versions=Sum("published_version_id")
     )
     latest = agg["latest"].isoformat() if agg["latest"] else "-"
     return f"{agg['n']}.{agg['versions'] or 0}.{latest}"
+
+
+def forget_revision(**kwargs: Any) -> None:
+    reset_revision()
+    # Again after the commit: a request that read the revision between the save and the
+    # commit would otherwise keep the old one.
+    transaction.on_commit(reset_revision)
+
+
+def reset_revision() -> None:
+    global _remembered
+    _remembered = (0.0, "")
+
+
+post_save.connect(forget_revision, sender=Tool, dispatch_uid="api-forget-revision-save")
+post_delete.connect(forget_revision, sender=Tool, dispatch_uid="api-forget-revision-delete")
 
 
 def make_etag(*parts: str) -> str:
@@ -82,18 +127,55 @@ def dumps(data: Any) -> bytes:
 
 
 def cached_json(request: HttpRequest, etag: str, build: Callable[[], Any]) -> HttpResponse:
-    """A 304 when the client has `etag`; else the body for `etag`, built at most once."""
+    """A 304 when the client has `etag`; else the body for `etag`, built at most once.
+
+    Clients that accept gzip get the body compressed (also once per revision): a registry
+    of 1,000 tools is about 1 MB of JSON and a twentieth of that gzipped."""
+    gzipped = accepts_gzip(request.headers.get("Accept-Encoding", ""))
+    tag = f"{etag}{GZIP_SUFFIX}" if gzipped else etag
     response: HttpResponse
-    if none_match_hit(request, etag):
+    # Either representation's tag names the same revision, so both earn a 304.
+    if none_match_hit(request, etag, f"{etag}{GZIP_SUFFIX}"):
         response = HttpResponseNotModified()
-    else:
-        key = f"api:body:{etag}"
-        body = cache.get(key)
+    elif gzipped:
+        body = cache.get(f"api:body:{etag}:gzip")
         if body is None:
-            body = dumps(build())
-            cache.set(key, body, BODY_CACHE_SECONDS)
+            plain = _plain_body(etag, build)
+            body = gzip.compress(plain, compresslevel=6, mtime=0)
+            cache.set(f"api:body:{etag}:gzip", body, BODY_CACHE_SECONDS)
         response = HttpResponse(body, content_type="application/json")
-    return with_validator(response, etag)
+        response["Content-Encoding"] = "gzip"
+    else:
+        response = HttpResponse(_plain_body(etag, build), content_type="application/json")
+    response["Vary"] = "Accept-Encoding"
+    return with_validator(response, tag)
+
+
+def _plain_body(etag: str, build: Callable[[], Any]) -> bytes:
+    key = f"api:body:{etag}"
+    body = cache.get(key)
+    if body is None:
+        body = dumps(build())
+        cache.set(key, body, BODY_CACHE_SECONDS)
+    return body
+
+
+def accepts_gzip(header: str) -> bool:
+    """True when Accept-Encoding allows gzip (RFC 9110 section 12.5.3), q=0 meaning no."""
+    if not header or len(header) > MAX_ACCEPT_ENCODING:
+        return False
+    weights: dict[str, float] = {}
+    for item in header.split(","):
+        coding, _, params = item.strip().partition(";")
+        weight = 1.0
+        name, _, value = params.strip().partition("=")
+        if name.strip().lower() == "q":
+            try:
+                weight = float(value)
+            except ValueError:
+                weight = 0.0
+        weights[coding.strip().lower()] = weight
+    return weights.get("gzip", weights.get("x-gzip", weights.get("*", 0.0))) > 0
 
 
 def with_validator(response: HttpResponse, etag: str) -> HttpResponse:

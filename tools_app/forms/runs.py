@@ -14,6 +14,7 @@ from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
 # A raw params document larger than this is refused before it is parsed.
 MAX_RAW_PARAMS = 1024 * 1024
+RAW_MODE_FIELD = "raw-json"
 
 
 def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
@@ -49,9 +50,8 @@ def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
 
 
 class RunForm(forms.Form):
-    """A forms.Form whose fields are the tool's inputs, in manifest order."""
-
-    mode = forms.CharField(widget=forms.HiddenInput, initial="form", required=False)
+    """A forms.Form whose fields are the tool's inputs, in manifest order (and nothing
+    else: any other field name could collide with an input's)."""
 
     def __init__(
         self, *args, manifest: Manifest, last: dict[str, Any] | None = None, **kwargs
@@ -85,9 +85,10 @@ class RunForm(forms.Form):
 
 
 class RawParamsForm(forms.Form):
-    """The params as one JSON object, for inputs a form cannot express (or a paste)."""
+    """The params as one JSON object, for inputs a form cannot express (or a paste).
+    Its HTML form carries RAW_MODE_FIELD, a name no input can have (inputs match
+    INPUT_NAME_RE, which has no hyphen)."""
 
-    mode = forms.CharField(widget=forms.HiddenInput, initial="json", required=False)
     params = forms.CharField(
         label="Params (JSON)",
         required=False,

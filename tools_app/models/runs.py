@@ -62,6 +62,8 @@ class Run(models.Model):
     stderr_tail = models.TextField(blank=True)
     notices = models.JSONField(default=list, blank=True)
     isolation = models.CharField(max_length=16, blank=True)
+    # Why the run had the plain-process fallback instead of bubblewrap (on its worker).
+    isolation_reason = models.CharField(max_length=500, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     # Wall-time limit in seconds when the caller lowered or raised the tool's own
     # (`run_tool --timeout`); null means the manifest's `timeout`.

@@ -2,6 +2,27 @@
 
 Pure Python, no Django: a Django-side wrapper turns a tool version, its integrations and
 the settings into a `RunRequest` and stores the `RunOutcome`.
+
+How each limit is enforced (DESIGN.md section 3):
+
+- Isolation: bubblewrap where `isolation_level()` finds it working (see sandbox.py for the
+  file system a tool sees); else a plain subprocess in its own session with a cleared
+  environment and rlimits, which does NOT hide the host's files (the tool runs as the
+  console's user) and enforces `network: false` only where the launcher can unshare the
+  network namespace (root).
+- Wall time and cancellation: SIGTERM to every process of the run (the abort signal in
+  TS/JS, `signal.aborted` in python, bash's own SIGTERM), SIGKILL to all after
+  `grace_seconds`. In bwrap, killing bwrap tears down the whole PID namespace.
+- Memory: a per-run memory cgroup where one can be made (cgroups.py), plus RLIMIT_AS for
+  python and bash. Node cannot run under RLIMIT_AS (V8 reserves GiBs of address space), so
+  node gets `--max-old-space-size` (3/4 of the limit: a clean "heap out of memory"),
+  RLIMIT_DATA of the limit + 768 MiB as a backstop, and, without a memory cgroup, the
+  runner's watchdog that sums the run's RSS every 0.1 s and kills it over the limit.
+- Processes: RLIMIT_NPROC is per user and ignored for root, so a pids cgroup
+  (max_processes + 32 for runtime threads) or, without one, the watchdog that counts the
+  run's processes; either way a run that hits the limit is killed as a whole.
+- Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
+  results and updates before sending, the runner redacts and clips again.
 """
 
 from __future__ import annotations

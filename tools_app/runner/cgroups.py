@@ -20,9 +20,14 @@ from pathlib import Path
 from . import procs
 
 CONTROLLERS = ("memory", "pids")
+PREFIX = "tool-console-run-"
+# A run's cgroup left behind by a killed worker is removed once it is this old and empty
+# (a live run joins its cgroup within milliseconds of creating it).
+STALE_SECONDS = 600
 
 # Controllers that failed once in this process are not tried again: the host won't change.
 _broken: set[str] = set()
+_swept: set[Path] = set()
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,18 @@ class RunCgroup:
                     time.sleep(0.01)
 
 
+def _sweep(own_dir: Path) -> None:
+    """Once per process and hierarchy: remove stale, empty run cgroups."""
+    if own_dir in _swept:
+        return
+    _swept.add(own_dir)
+    cutoff = time.time() - STALE_SECONDS
+    for path in own_dir.glob(f"{PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < cutoff and not (path / "cgroup.procs").read_text().strip():
+                path.rmdir()
+
+
 def _make(controller: str, hierarchy: _Hierarchy, name: str, limits: dict[str, int]) -> Path:
     path = hierarchy.own_dir / name
     if hierarchy.version == 2 and not (path / f"{controller}.max").exists():
@@ -192,12 +209,13 @@ def create(memory_bytes: int, max_tasks: int) -> RunCgroup | None:
     """A fresh cgroup with these limits, or None where the host offers none."""
     if not enabled():
         return None
-    name = f"tool-console-run-{uuid.uuid4().hex[:16]}"
+    name = f"{PREFIX}{uuid.uuid4().hex[:16]}"
     limits = {"memory": memory_bytes, "pids": max_tasks}
     dirs: dict[str, tuple[int, Path]] = {}
     for controller, hierarchy in _hierarchies().items():
         if controller in _broken:
             continue
+        _sweep(hierarchy.own_dir)
         try:
             dirs[controller] = (hierarchy.version, _make(controller, hierarchy, name, limits))
         except OSError:

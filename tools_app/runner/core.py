@@ -50,7 +50,16 @@ DRAIN_SECONDS = 1.0  # reading what is left in the pipes after everything was ki
 # pids cgroups count threads, and node alone runs ~11; bwrap adds two helper processes.
 TASK_ALLOWANCE = 32
 MESSAGE_TAIL_BYTES = 2048  # of stdout/stderr quoted in an error message
-NODE_OOM_MARKERS = ("JavaScript heap out of memory", "Fatal process out of memory")
+# What running out of memory prints, where no cgroup counts OOM kills: V8's heap limit,
+# bash and coreutils hitting RLIMIT_AS.
+OOM_MARKERS = (
+    "JavaScript heap out of memory",
+    "Fatal process out of memory",
+    "xmalloc: cannot allocate",
+    "xrealloc: cannot allocate",
+    ": memory exhausted",
+)
+CANCELLED_TEXT = "Cancelled: the run was cancelled"
 LIMIT_PROCESSES = "processes"
 LIMIT_MEMORY = "memory"
 
@@ -65,7 +74,9 @@ def run(
     started = time.monotonic()
     problem = _request_problem(request)
     if problem:
-        return _outcome_without_process(isolation, problem, started)
+        return _outcome_without_process(isolation, FAILED, problem, started)
+    if cancel is not None and cancel.is_set():
+        return _outcome_without_process(isolation, CANCELLED, CANCELLED_TEXT + ".", started)
     execution = _Execution(request, isolation, on_update, cancel)
     try:
         if not execution.start():
@@ -96,9 +107,11 @@ def _text_result(text: str, *, is_error: bool) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def _outcome_without_process(isolation: str, message: str, started: float) -> RunOutcome:
+def _outcome_without_process(
+    isolation: str, status: str, message: str, started: float
+) -> RunOutcome:
     return RunOutcome(
-        status=FAILED,
+        status=status,
         result=_text_result(message, is_error=True),
         stderr_tail="",
         artifacts=[],
@@ -224,6 +237,8 @@ class _Execution:
             tool_dir=Path(request.tool_dir).resolve(),
             home=self.dirs.home,
             limits=self.limits,
+            ro_binds=request.ro_binds,
+            notices=self.notices,
         )
         return outer + inner
 
@@ -253,6 +268,8 @@ class _Execution:
             "rlimits": sandbox.rlimits(request.language, limits),
             "protocol_fd": protocol_w,
             "unshare_net": unshare_net,
+            # bwrap has --die-with-parent; a plain subprocess gets the same from the launcher.
+            "die_with_parent": os.getpid() if self.isolation != "bwrap" else None,
         }
         argv = [sys.executable, "-I", "-S", str(sandbox.LAUNCHER), json.dumps(config)]
         try:
@@ -374,8 +391,9 @@ class _Execution:
                         next_watch = now + WATCH_SECONDS
             elif not self.selector.get_map() or now - self.exited_at > DRAIN_SECONDS:
                 return
-            if not self.selector.get_map():
-                time.sleep(POLL_SECONDS)
+            if not self.selector.get_map():  # all pipes closed: wait for the exit itself
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(POLL_SECONDS)
                 continue
             for key, _ in self.selector.select(POLL_SECONDS):
                 self._read(key)
@@ -413,14 +431,14 @@ class _Execution:
         self.stop_reason = reason
         self.stopped_at = now
         table = procs.process_table()
-        targets = {
+        targets = [
             pid
             for pid in self._members(table)
-            if not (
-                self.isolation == "bwrap" and table.get(pid, None) and table[pid].comm == "bwrap"
-            )
-        }
-        procs.send(targets, signal.SIGTERM)
+            if pid in table and not (self.isolation == "bwrap" and table[pid].comm == "bwrap")
+        ]
+        # Parents first: bash that is waiting for a child it has just lost to SIGTERM may
+        # otherwise never run its TERM trap.
+        procs.send(sorted(targets, key=lambda pid: procs.depth(pid, table)), signal.SIGTERM)
         if self.isolation != "bwrap" and self.proc is not None:
             procs.send_group(self.proc.pid, signal.SIGTERM)
 
@@ -479,6 +497,10 @@ class _Execution:
         """Everything is dead: read the cgroup's verdict, then take the artifacts out."""
         if self.cgroup is not None:
             self.oom_kills = self.cgroup.oom_kills()
+            # A tool may exit while its forks still hit the limit: that is no success.
+            hit = self.cgroup.process_limit_hit() and self.result_message is None
+            if hit and self.limit_hit is None and self.stop_reason is None:
+                self.limit_hit = LIMIT_PROCESSES
         self.artifacts = artifacts.collect(
             self.dirs.output, self.dirs.artifacts, self.limits, self.redactor, self.notices
         )
@@ -536,12 +558,12 @@ class _Execution:
         if self.limit_hit == LIMIT_MEMORY or self.oom_kills > 0:
             return True
         log = self.log.text()
-        return any(marker in log for marker in NODE_OOM_MARKERS)
+        return any(marker in log for marker in OOM_MARKERS)
 
     def _stop_message(self) -> str:
         grace = format_seconds(self.limits.grace_seconds)
         if self.stop_reason == CANCELLED:
-            text = "Cancelled: the run was cancelled"
+            text = CANCELLED_TEXT
             if self.killed_after_grace:
                 text += f"; the tool ignored the abort signal and was killed after {grace}"
         else:
@@ -592,10 +614,10 @@ class _Execution:
 
     def _bash_result(self) -> tuple[Content, bool]:
         code = self.exit_code
-        if code == 0:
+        if code == 0 and self.limit_hit is None:
             stdout = [{"type": "text", "text": self.stdout.text()}]
             return self._final_content(stdout, cut=self.stdout.cut, size=self.stdout.total), False
-        if self._ran_out_of_memory() or self.limit_hit:
+        if self.limit_hit or self._ran_out_of_memory():
             return [{"type": "text", "text": self._failure_message()}], True
         text = f"The tool {self._exit_text()}."
         text += self._quote("stdout (last lines)", self.stdout_tail)

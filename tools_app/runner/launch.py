@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import sys
 
 PROTOCOL_FD = 3
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
 
 
 def _fail(message: str) -> None:
@@ -24,12 +26,24 @@ def _fail(message: str) -> None:
     os._exit(125)
 
 
-def _unshare_network() -> None:
-    import ctypes  # only here: it costs start-up time
+def _libc() -> object:
+    import ctypes  # only when needed: it costs start-up time
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _unshare_network() -> None:
+    import ctypes
+
+    if _libc().unshare(CLONE_NEWNET) != 0:  # type: ignore[attr-defined]
         _fail(f"no network namespace: {os.strerror(ctypes.get_errno())}")
+
+
+def _die_with_parent(parent: int) -> None:
+    """Without bwrap's --die-with-parent: SIGKILL this process when the runner dies."""
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # type: ignore[attr-defined]
+    if os.getppid() != parent:  # the runner died before prctl
+        os._exit(125)
 
 
 def main() -> None:
@@ -49,6 +63,8 @@ def main() -> None:
         resource.setrlimit(which, (value, value))
     if config.get("unshare_net"):
         _unshare_network()
+    if config.get("die_with_parent"):
+        _die_with_parent(config["die_with_parent"])
     protocol_fd = config.get("protocol_fd")
     if protocol_fd is not None and protocol_fd != PROTOCOL_FD:
         os.dup2(protocol_fd, PROTOCOL_FD)

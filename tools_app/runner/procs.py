@@ -70,6 +70,15 @@ def run_members(root: int, table: dict[int, Proc], *, same_session: bool) -> set
     return members
 
 
+def depth(pid: int, table: dict[int, Proc]) -> int:
+    """How many ancestors of `pid` the table knows."""
+    seen: set[int] = set()
+    while pid in table and pid not in seen:
+        seen.add(pid)
+        pid = table[pid].ppid
+    return len(seen)
+
+
 def send(pids: set[int] | list[int], signum: signal.Signals) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):

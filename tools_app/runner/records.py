@@ -29,6 +29,9 @@ class RunRequest:
     network: bool = True
     limits: Limits = field(default_factory=Limits)
     work_root: Path | None = None  # where the per-run dir is made (a temp dir if None)
+    # Host files or folders the tool may read (an integration's database path, a shared
+    # input folder); bound read-only at the same path. Never the console's own files.
+    ro_binds: tuple[Path, ...] = ()
 
 
 @dataclass

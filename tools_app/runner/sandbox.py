@@ -85,6 +85,14 @@ def node_executable() -> str:
     return str(node.resolve())  # bound at this path in the sandbox
 
 
+def _node_if_installed() -> str | None:
+    """For bash and python tools, node is a convenience: its absence is no error."""
+    try:
+        return node_executable()
+    except RuntimeError:
+        return None
+
+
 def bwrap_executable() -> str | None:
     found = shutil.which("bwrap")
     if found is None and os.access("/usr/bin/bwrap", os.X_OK):
@@ -200,8 +208,9 @@ def tool_env(
 ) -> dict[str, str]:
     """The whole environment of the tool: a fixed minimal set, the bash INPUT_<NAME>
     variables, then the declared integrations' variables (which cannot override either)."""
+    node = _node_if_installed()
     env = {
-        "PATH": f"{Path(node_executable()).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": (f"{Path(node).parent}:" if node else "") + "/usr/local/bin:/usr/bin:/bin",
         "HOME": paths.home,
         "LANG": "C.UTF-8",
         "TMPDIR": paths.tmp,
@@ -286,12 +295,19 @@ def _console_paths() -> list[str]:
 
 
 def bwrap_argv(
-    *, language: str, network: bool, tool_dir: Path, home: Path, limits: Limits
+    *,
+    language: str,
+    network: bool,
+    tool_dir: Path,
+    home: Path,
+    limits: Limits,
+    ro_binds: Iterable[Path] = (),
+    notices: list[str] | None = None,
 ) -> list[str]:
     bwrap = bwrap_executable()
     assert bwrap is not None
     args = _bwrap_base(bwrap, network=network, tmp_bytes=limits.memory_bytes)
-    extra = [node_executable()]
+    extra = [node] if (node := _node_if_installed()) else []
     if language == "python":
         extra += _python_prefixes()
     bound = [*SYSTEM_DIRS, *ETC_PATHS, *extra]
@@ -307,7 +323,26 @@ def bwrap_argv(
     for mount in sorted(mounts, key=lambda m: len(Path(m[-1]).parts)):
         args += mount
     args += ["--ro-bind", str(tool_dir), SANDBOX_TOOL, "--bind", str(home), SANDBOX_HOME]
+    args += _extra_binds(ro_binds, notices if notices is not None else [])
     if language != "bash":
         args += ["--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
     args += ["--chdir", SANDBOX_HOME, "--"]
+    return args
+
+
+def _extra_binds(paths: Iterable[Path], notices: list[str]) -> list[str]:
+    """Read-only binds of host paths the caller grants (e.g. an integration's database
+    file), refusing anything inside the console's own files."""
+    args: list[str] = []
+    hidden = _console_paths()
+    if state_dir := os.environ.get("CONSOLE_STATE_DIR"):
+        hidden.append(os.path.realpath(state_dir))
+    for path in paths:
+        real = os.path.realpath(path)
+        if _under(real, hidden):
+            notices.append(f"{path} was not made visible: it is inside the console's own files")
+        elif os.path.exists(real):
+            # Visible at the path the tool was told and, for symlinks, at the real path.
+            for target in dict.fromkeys([os.path.abspath(path), real]):
+                args += ["--ro-bind", real, target]
     return args

@@ -3,6 +3,7 @@ artifacts and the run history."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import PurePosixPath
@@ -17,7 +18,13 @@ from django_htmx.middleware import HtmxDetails
 
 from tools_app import runs
 from tools_app.audit import Actor
-from tools_app.forms.runs import RawParamsForm, RunFilterForm, RunForm, raw_initial
+from tools_app.forms.runs import (
+    RAW_MODE_FIELD,
+    RawParamsForm,
+    RunFilterForm,
+    RunForm,
+    raw_initial,
+)
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import DEVELOPER, VIEWER, has_role, role_required
@@ -52,7 +59,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
 
     form = RunForm(manifest=manifest, last=last)
     raw = RawParamsForm(initial={"params": raw_initial(manifest, last)})
-    json_mode = request.method == "POST" and request.POST.get("mode") == "json"
+    json_mode = request.method == "POST" and RAW_MODE_FIELD in request.POST
     if request.method == "POST":
         bound: RunForm | RawParamsForm
         if json_mode:
@@ -159,6 +166,11 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     updates = list(run.updates.all())
     context = _live_context(request, run, updates)
     context["manifest"] = runs.manifest_of(run.version)
+    # Shown the way agents send them: strings as they are, the rest as JSON (true, 3.5).
+    context["params"] = [
+        (name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        for name, value in run.params.items()
+    ]
     return render(request, "runs/detail.html", context)
 
 

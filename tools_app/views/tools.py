@@ -23,7 +23,7 @@ from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
 
 PER_PAGE = 25
-HIGHLIGHT_BUDGET = 400_000
+HIGHLIGHT_BUDGET = 300_000
 RESULTS_TARGET = "tool-results"
 # Versions are numbered from 1 and stored in a 32-bit column: more digits is never one.
 VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")

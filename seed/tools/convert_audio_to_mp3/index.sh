@@ -57,6 +57,13 @@ human_duration() {
     printf "%d:%02d:%05.2f", h, m, s - h * 3600 - m * 60 }'
 }
 
+# Bitrate of the first audio stream in bit/s (empty when unknown).
+probe_bitrate() {
+  command -v ffprobe >/dev/null 2>&1 || return 0
+  ffprobe -v error -select_streams a:0 -show_entries stream=bit_rate \
+    -of default=noprint_wrappers=1:nokey=1 -i "file:$1" 2>/dev/null | awk '/^[0-9]+$/ { print; exit }'
+}
+
 probe_duration() {
   command -v ffprobe >/dev/null 2>&1 || return 0
   ffprobe -v error -show_entries format=duration -of default=noprint_wrappers=1:nokey=1 \
@@ -163,7 +170,14 @@ echo "Size: $size bytes ($(human_size "$size"))"
 if [[ -n "$out_duration" ]]; then
   echo "Duration: $(human_duration "$out_duration") ($out_duration s)"
 fi
-echo "Bitrate: $BITRATE"
+# MP3 caps the bitrate at low sample rates (160k below 32 kHz): say what was written.
+actual_bitrate="$(probe_bitrate "$OUTPUT")"
+actual_k="${actual_bitrate:+$((actual_bitrate / 1000))k}"
+if [[ -n "$actual_k" && "$actual_k" != "$BITRATE" ]]; then
+  echo "Bitrate: $actual_k ($BITRATE requested; the most MP3 allows at this sample rate)"
+else
+  echo "Bitrate: $BITRATE"
+fi
 if [[ -n "$OUT_DIR" ]]; then
   echo "The file is attached to this run as the artifact ${OUTPUT#"$OUT_DIR"/}."
 fi

@@ -248,15 +248,20 @@ function isHidden(attrs: Attrs): boolean {
 }
 
 export function htmlToText(html: string, baseUrl: string): Converted {
+  // When the page marks its main content, read only that: it leaves out menus and sidebars
+  // that are not marked up as <nav>/<aside>. An empty main (filled in by scripts) falls
+  // back to the whole page.
+  const hasMain = /<main[\s>]|<[a-z][^>]*\srole\s*=\s*["']?main\b/i.test(html);
+  const converted = convertHtml(html, baseUrl, hasMain);
+  return hasMain && converted.text === '' ? convertHtml(html, baseUrl, false) : converted;
+}
+
+function convertHtml(html: string, baseUrl: string, onlyMain: boolean): Converted {
   const titleMatch = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(html);
   const title = titleMatch ? decodeEntities(titleMatch[1]).replace(/\s+/g, ' ').trim() : '';
   let base = baseUrl;
   const baseTag = /<base\s[^>]*href\s*=\s*["']?([^"'\s>]+)/i.exec(html);
   if (baseTag) base = resolveUrl(decodeEntities(baseTag[1]), baseUrl) ?? baseUrl;
-
-  // When the page marks its main content, read only that: it leaves out menus and sidebars
-  // that are not marked up as <nav>/<aside>.
-  const hasMain = /<main[\s>]|<[a-z][^>]*\srole\s*=\s*["']?main\b/i.test(html);
 
   const out = new TextBuilder();
   const lists: ListState[] = [];
@@ -270,7 +275,7 @@ export function htmlToText(html: string, baseUrl: string): Converted {
   let cellIndex = 0;
   let preJustOpened = false;
 
-  const emitting = (): boolean => dropStack.length === 0 && (!hasMain || mainStack.length > 0);
+  const emitting = (): boolean => dropStack.length === 0 && (!onlyMain || mainStack.length > 0);
 
   const tokenRe =
     /<!--[\s\S]*?(?:-->|$)|<![^>]*>|<\?[^>]*>|<(\/?)([a-zA-Z][a-zA-Z0-9:-]*)((?:[^>"']|"[^"]*"|'[^']*')*)>/g;

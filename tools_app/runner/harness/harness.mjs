@@ -84,17 +84,27 @@ function clip(content, maxBytes) {
   return { content: clipped, truncated: size > maxBytes, size };
 }
 
-function finish(content, isError) {
+function drained(stream) {
+  return new Promise((resolve) => {
+    if (!stream.writableLength) resolve();
+    else stream.once("drain", resolve);
+  });
+}
+
+// Report, then exit now, whatever timers or sockets the tool left open. Pipes are
+// asynchronous in Node, so what the tool printed is flushed first (for at most a second).
+async function finish(content, isError) {
   if (finished) return;
   finished = true;
   const clipped = clip(content, config.maxResultBytes);
   send({ type: "result", isError, ...clipped });
-  // Exit now, whatever timers or sockets the tool left open.
+  setTimeout(() => process.exit(0), 1000);
+  await Promise.all([drained(process.stdout), drained(process.stderr)]);
   process.exit(0);
 }
 
 function fail(message) {
-  finish([{ type: "text", text: message }], true);
+  return finish([{ type: "text", text: message }], true);
 }
 
 function onUpdate(update) {
@@ -124,27 +134,31 @@ process.on("unhandledRejection", (reason) => {
 // instead of Node exiting with "unsettled top-level await".
 setInterval(() => {}, 1 << 30);
 
-const raw = readFileSync(0, "utf8");
-const params = raw.trim() ? JSON.parse(raw) : {};
-const name = basename(entry);
-let module;
-try {
-  module = await import(pathToFileURL(entry).href);
-} catch (error) {
-  console.error(error);
-  fail(`Could not load ${name}: ${errorText(error)}`);
+async function main() {
+  const raw = readFileSync(0, "utf8");
+  const params = raw.trim() ? JSON.parse(raw) : {};
+  const name = basename(entry);
+  let module;
+  try {
+    module = await import(pathToFileURL(entry).href);
+  } catch (error) {
+    console.error(error);
+    return fail(`Could not load ${name}: ${errorText(error)}`);
+  }
+  const execute = module?.execute ?? module?.default?.execute;
+  if (typeof execute !== "function") {
+    return fail(`${name} does not export execute(toolCallId, params, signal, onUpdate)`);
+  }
+  let value;
+  try {
+    value = await execute(process.env.TOOL_CALL_ID ?? "", params, controller.signal, onUpdate);
+  } catch (error) {
+    console.error(error);
+    return fail(errorText(error));
+  }
+  const why = problem(value, "execute() result");
+  if (why) return fail(`The tool returned a malformed result: ${why}`);
+  return finish(value.content, value.isError === true);
 }
-const execute = module?.execute ?? module?.default?.execute;
-if (typeof execute !== "function") {
-  fail(`${name} does not export execute(toolCallId, params, signal, onUpdate)`);
-}
-let value;
-try {
-  value = await execute(process.env.TOOL_CALL_ID ?? "", params, controller.signal, onUpdate);
-} catch (error) {
-  console.error(error);
-  fail(errorText(error));
-}
-const why = problem(value, "execute() result");
-if (why) fail(`The tool returned a malformed result: ${why}`);
-finish(value.content, value.isError === true);
+
+await main();

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,14 @@ class AbortSignal:
         self._aborted = True
 
 
+_send_lock = threading.Lock()  # a tool may call on_update from several threads
+
+
 def _send(message: dict[str, Any]) -> None:
     data = (json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8", "replace")
-    while data:
-        data = data[os.write(PROTOCOL_FD, data) :]
+    with _send_lock:
+        while data:
+            data = data[os.write(PROTOCOL_FD, data) :]
 
 
 def _describe(value: object) -> str:

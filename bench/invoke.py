@@ -1,0 +1,391 @@
+"""Benchmark: a trivial TypeScript tool invoked end to end through the agent API, against
+the same file run directly by the same Node binary with the runner's harness.
+
+    .venv/bin/python bench/invoke.py [--runs 30] [--throughput-runs 40] [--broker auto]
+
+Sets up a throwaway console (SQLite database, state dir and DATA_PATH in a temporary
+folder), serves it with gunicorn (2 workers, console/gunicorn.conf.py) and starts a real
+Celery worker with two worker processes, on Redis when one answers on 127.0.0.1:6379
+(its own queue) and otherwise on the embedded filesystem broker. Then:
+
+- direct: `node harness.mjs index.ts CONFIG` with the params on stdin, as the runner starts
+  it, timed from spawn to exit;
+- api: POST /api/v1/tools/trivial/invoke, then GET /api/v1/runs/<id> every few ms until
+  the run has ended, timed from the POST to the answer that shows the result.
+
+Both are measured interleaved (`--runs` each) so drift in machine load hits them alike;
+the medians and their ratio are reported (target: ratio <= 1.5). Then `--throughput-runs`
+invocations of a tool that sleeps 100 ms are queued at once, and the runs per second the
+two worker processes sustain is reported. The last line printed is a JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_RATIO = 1.5
+WEB_WORKERS = 2
+CELERY_PROCESSES = 2
+POLL_SECONDS = 0.003
+PROTOCOL_FD = 3
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+
+TRIVIAL_TS = (
+    "export async function execute(toolCallId: string, params: any) {\n"
+    "  return { content: [{ type: 'text', text: `ok ${params.n}` }] };\n}\n"
+)
+SLEEP_TS = (
+    "export async function execute(toolCallId: string, params: any) {\n"
+    "  await new Promise((resolve) => setTimeout(resolve, 100));\n"
+    "  return { content: [{ type: 'text', text: 'slept' }] };\n}\n"
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=30, help="runs of each kind")
+    parser.add_argument("--throughput-runs", type=int, default=40)
+    parser.add_argument("--broker", choices=("auto", "redis", "filesystem"), default="auto")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+
+    # The harness writes its protocol to fd 3: hold that number before any socket takes it.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), PROTOCOL_FD)
+    broker = pick_broker(args.broker)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-invoke-"))
+    env = bench_env(workdir, broker)
+    os.environ.update(env)
+    processes: list[subprocess.Popen] = []
+    try:
+        token = prepare()
+        port = free_port()
+        processes.append(start_gunicorn(env, port, workdir))
+        processes.append(start_worker(env, workdir))
+        wait_until_up(port, workdir)
+        api = Api(port, token)
+        result = {
+            "broker": broker.split(":", 1)[0],
+            **measure_latency(api, workdir, args.runs),
+            **measure_throughput(api, args.throughput_runs),
+        }
+    finally:
+        for process in processes:
+            stop(process)
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report(result)
+    return 0
+
+
+def pick_broker(choice: str) -> str:
+    redis_up = port_open("127.0.0.1", 6379)
+    if choice == "redis" and not redis_up:
+        raise SystemExit("--broker redis: nothing answers on 127.0.0.1:6379")
+    if choice == "redis" or (choice == "auto" and redis_up):
+        return REDIS_URL
+    return "filesystem://"
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def bench_env(workdir: Path, broker: str) -> dict[str, str]:
+    (workdir / "seed" / "tools").mkdir(parents=True)
+    return {
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": f"sqlite:///{workdir / 'console.sqlite3'}",
+        "CONSOLE_STATE_DIR": str(workdir / "state"),
+        "DATA_PATH": str(workdir / "data"),
+        "CONSOLE_SEED_PATH": str(workdir / "seed"),
+        "CONSOLE_SYNC_ON_START": "0",
+        "CONSOLE_SECRET_KEY": secrets.token_urlsafe(50),
+        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "CONSOLE_DEBUG": "0",
+        "CONSOLE_LOG_LEVEL": "WARNING",
+        "CELERY_BROKER_URL": broker,
+        "CELERY_TASK_DEFAULT_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
+        "WEB_CONCURRENCY": str(WEB_WORKERS),
+    }
+
+
+def prepare() -> str:
+    """Migrate, publish the two tools, return a tools:invoke token."""
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from tools_app.audit import Actor
+    from tools_app.models import AgentToken
+    from tools_app.versions import save_version
+
+    call_command("migrate", verbosity=0)
+    for name, source in (("trivial", TRIVIAL_TS), ("sleepy", SLEEP_TS)):
+        toolmd = (
+            f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
+            "inputs:\n  n:\n    type: integer\n    description: A number.\n"
+            "    optional: true\n---\n\n# Bench\n"
+        )
+        files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
+        save_version(name, files, actor=Actor.system(), publish=True)
+    _, raw = AgentToken.issue("bench", ["tools:invoke"])
+    return raw
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(env: dict[str, str], port: int, workdir: Path) -> subprocess.Popen:
+    log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("gunicorn")),
+            "console.wsgi",
+            "-c",
+            "console/gunicorn.conf.py",
+            "--workers",
+            str(WEB_WORKERS),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--access-logfile",
+            "/dev/null",
+        ],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
+    log = open(workdir / "worker.log", "wb")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("celery")),
+            "-A",
+            "console",
+            "worker",
+            "--loglevel",
+            "WARNING",
+            "--concurrency",
+            str(CELERY_PROCESSES),
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def wait_until_up(port: int, workdir: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if port_open("127.0.0.1", port):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'} (use --keep)")
+
+
+class Api:
+    """One keep-alive connection to the agent API."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in (1, 2):
+            try:
+                self.conn.request(method, path, body=data, headers=self.headers)
+                response = self.conn.getresponse()
+                payload = response.read()
+                break
+            except (http.client.HTTPException, ConnectionError):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                if attempt == 2:
+                    raise
+        if response.getheader("Connection", "").lower() == "close":
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        return response.status, json.loads(payload)
+
+    def invoke(self, tool: str, params: dict) -> str:
+        status, body = self.call("POST", f"/api/v1/tools/{tool}/invoke", {"params": params})
+        if status != 202:
+            raise SystemExit(f"invoke answered {status}: {body}")
+        return body["run"]
+
+    def wait(self, run_id: str, timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            _, body = self.call("GET", f"/api/v1/runs/{run_id}")
+            if body["status"] not in ("queued", "running"):
+                return body
+            time.sleep(POLL_SECONDS)
+        raise SystemExit(f"run {run_id} did not end within {timeout} s (is the worker up?)")
+
+
+def direct_command(workdir: Path) -> tuple[list[str], Path]:
+    """The runner's own Node command line for the tool, outside any sandbox."""
+    from tools_app.runner import Limits, sandbox
+
+    tool_dir = workdir / "direct" / "tool"
+    tool_dir.mkdir(parents=True)
+    (tool_dir / "index.ts").write_text(TRIVIAL_TS)
+    paths = sandbox.tool_paths("process", tool_dir, workdir / "direct", workdir / "direct")
+    return sandbox.tool_argv("typescript", "index.ts", paths, Limits()), workdir / "direct"
+
+
+def run_direct(argv: list[str], folder: Path, n: int) -> float:
+    """Spawn to exit of `node harness.mjs index.ts CONFIG`; the harness reports on fd 3."""
+    protocol = folder / "protocol.jsonl"
+    fd = os.open(protocol, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, PROTOCOL_FD)  # fd 3 is reserved at start-up, never a socket's
+    os.close(fd)
+    started = time.perf_counter()
+    subprocess.run(
+        argv,
+        input=json.dumps({"n": n}).encode(),
+        stdout=subprocess.DEVNULL,
+        pass_fds=(PROTOCOL_FD,),
+        check=True,
+        cwd=folder,
+    )
+    elapsed = time.perf_counter() - started
+    if f"ok {n}" not in protocol.read_text():
+        raise SystemExit(f"the direct run gave no result: {protocol.read_text()[:300]}")
+    return elapsed
+
+
+def run_api(api: Api, n: int, phases: dict[str, list[float]] | None = None) -> float:
+    started = time.perf_counter()
+    body = api.wait(api.invoke("trivial", {"n": n}))
+    elapsed = time.perf_counter() - started
+    if body["status"] != "succeeded" or body["result"]["content"][0]["text"] != f"ok {n}":
+        raise SystemExit(f"the API run failed: {body['status']} {body['result']}")
+    if phases is not None:
+        # Where the time went, from the run record's own timestamps.
+        created, begun, ended = (
+            datetime.fromisoformat(body[key]) for key in ("created_at", "started_at", "finished_at")
+        )
+        phases["queue"].append((begun - created).total_seconds())
+        phases["worker"].append((ended - begun).total_seconds())
+        phases["runner"].append(body["duration"])
+    return elapsed
+
+
+def measure_latency(api: Api, workdir: Path, runs: int) -> dict:
+    argv, folder = direct_command(workdir)
+    for n in range(3):  # warm caches, connections and both worker processes
+        run_direct(argv, folder, n)
+        run_api(api, n)
+    direct, through_api = [], []
+    phases: dict[str, list[float]] = {"queue": [], "worker": [], "runner": []}
+    for n in range(runs):
+        direct.append(run_direct(argv, folder, n))
+        through_api.append(run_api(api, n, phases))
+        ms = (direct[-1] * 1000, through_api[-1] * 1000)
+        print(f"run {n + 1:2d}: direct {ms[0]:7.1f} ms   api {ms[1]:7.1f} ms", flush=True)
+    isolation = api.wait(api.invoke("trivial", {"n": 0}))["isolation"]
+    direct_median = statistics.median(direct)
+    api_median = statistics.median(through_api)
+    return {
+        "runs": runs,
+        "isolation": isolation,
+        "direct_median_ms": round(direct_median * 1000, 1),
+        "api_median_ms": round(api_median * 1000, 1),
+        "ratio": round(api_median / direct_median, 3),
+        "target_ratio": TARGET_RATIO,
+        # Medians: created -> claimed by a worker, claimed -> stored, the runner's own time.
+        "api_phases_ms": {
+            name: round(statistics.median(values) * 1000, 1) for name, values in phases.items()
+        },
+    }
+
+
+def measure_throughput(api: Api, count: int) -> dict:
+    """Queue `count` runs of the 100 ms tool at once; runs per second until the last ends."""
+    started = time.perf_counter()
+    ids = [api.invoke("sleepy", {}) for _ in range(count)]
+    queued = time.perf_counter() - started
+    statuses = [api.wait(run_id, timeout=300)["status"] for run_id in ids]
+    elapsed = time.perf_counter() - started
+    if any(status != "succeeded" for status in statuses):
+        raise SystemExit(f"throughput runs failed: {statuses}")
+    return {
+        "throughput_runs": count,
+        "throughput_worker_processes": CELERY_PROCESSES,
+        "throughput_seconds": round(elapsed, 2),
+        "throughput_queue_seconds": round(queued, 2),
+        "runs_per_second": round(count / elapsed, 2),
+        "ideal_runs_per_second": round(CELERY_PROCESSES / 0.1, 1),
+    }
+
+
+def report(result: dict) -> None:
+    ok = result["ratio"] <= TARGET_RATIO
+    print()
+    print(f"broker {result['broker']}, isolation {result['isolation']}, {result['runs']} runs each")
+    print(f"direct node harness   median {result['direct_median_ms']:7.1f} ms")
+    print(f"through the agent API median {result['api_median_ms']:7.1f} ms")
+    phases = result["api_phases_ms"]
+    print(
+        f"  of which: queued {phases['queue']} ms, on the worker {phases['worker']} ms "
+        f"(the runner {phases['runner']} ms)"
+    )
+    print(f"ratio {result['ratio']:.2f} (target <= {TARGET_RATIO}: {'met' if ok else 'MISSED'})")
+    print(
+        f"100 ms tool on {result['throughput_worker_processes']} worker processes: "
+        f"{result['runs_per_second']:.2f} runs/s ({result['throughput_runs']} runs in "
+        f"{result['throughput_seconds']} s; at most {result['ideal_runs_per_second']} "
+        "if runs cost nothing but the sleep)"
+    )
+    print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

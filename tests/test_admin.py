@@ -1,0 +1,335 @@
+"""Django admin: every model is there, secrets never are, audit events are read-only."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from tools_app.audit import Actor, record
+from tools_app.models import (
+    AgentToken,
+    AuditEvent,
+    Integration,
+    IntegrationSecret,
+    Run,
+    RunArtifact,
+    RunUpdate,
+    Tool,
+)
+from tools_app.models.audit import AppendOnlyError
+from tools_app.roles import ensure_groups
+
+CIPHERTEXT = "gAAAAAB-ciphertext-sentinel"
+SEALED = "sealed-params-sentinel"
+
+
+@pytest.fixture
+def superuser(db) -> User:
+    return User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+
+
+@pytest.fixture
+def admin_client(superuser) -> Client:
+    client = Client()
+    client.force_login(superuser)
+    return client
+
+
+@pytest.fixture
+def one_of_everything(make_tool, superuser):
+    """One row of every model admin shows (the tool's creation also audits)."""
+    ensure_groups()
+    tool = make_tool("alpha", integrations=["github"])
+    integration = Integration.objects.create(
+        slug="github", type_slug="github", label="GitHub", values={"url": "https://x"}
+    )
+    IntegrationSecret.objects.create(
+        integration=integration, field="TOKEN", ciphertext=CIPHERTEXT, set_at=timezone.now()
+    )
+    token, raw = AgentToken.issue("bot", ["registry:read"], created_by=superuser)
+    run = Run.objects.create(
+        tool=tool,
+        version=tool.published_version,
+        via="browser",
+        user=superuser,
+        params={"url": "https://example.com"},
+        sealed_params=SEALED,
+    )
+    RunUpdate.objects.create(run=run, seq=1, content={"content": [{"type": "text", "text": "."}]})
+    RunArtifact.objects.create(run=run, name="out.txt", size=3, path=f"{run.id}/out.txt")
+    return {"tool": tool, "token": token, "raw_token": raw, "run": run}
+
+
+def admin_url(model, view: str, *args) -> str:
+    meta = model._meta
+    return reverse(f"admin:{meta.app_label}_{meta.model_name}_{view}", args=args)
+
+
+def form_data(response) -> dict:
+    """The POST data a browser would send back from an admin change page, unchanged."""
+    data: dict = {}
+
+    def add(form) -> None:
+        for name in form.fields:
+            value = form[name].value()
+            if isinstance(value, bool):
+                if value:
+                    data[form.add_prefix(name)] = "on"
+            elif value is not None:
+                data[form.add_prefix(name)] = value
+
+    add(response.context["adminform"].form)
+    for inline in response.context["inline_admin_formsets"]:
+        formset = inline.formset
+        for field in formset.management_form:
+            data[field.html_name] = field.value()
+        for form in formset.forms:
+            add(form)
+    return data
+
+
+def test_every_model_is_registered():
+    for model in apps.get_app_config("tools_app").get_models():
+        assert admin.site.is_registered(model), model
+    assert admin.site.is_registered(User)
+    assert admin.site.is_registered(Group)
+
+
+def test_every_changelist_and_change_page_loads(admin_client, one_of_everything):
+    assert admin_client.get("/admin/").status_code == 200
+    for model in admin.site._registry:
+        obj = model._default_manager.first()
+        assert obj is not None, f"the fixture has no {model.__name__}"
+        changelist = admin_client.get(admin_url(model, "changelist"))
+        assert changelist.status_code == 200, model
+        change = admin_client.get(admin_url(model, "change", obj.pk))
+        assert change.status_code == 200, model
+
+
+def test_changelists_search_and_filter(admin_client, one_of_everything):
+    for model, model_admin in admin.site._registry.items():
+        if model_admin.search_fields:
+            response = admin_client.get(admin_url(model, "changelist"), {"q": "alpha"})
+            assert response.status_code == 200, model
+
+
+def test_secrets_never_appear(admin_client, one_of_everything):
+    secret = IntegrationSecret.objects.get()
+    token = one_of_everything["token"]
+    run = one_of_everything["run"]
+    pages = [
+        admin_url(Integration, "change", secret.integration_id),
+        admin_url(IntegrationSecret, "changelist"),
+        admin_url(IntegrationSecret, "change", secret.pk),
+        admin_url(AgentToken, "changelist"),
+        admin_url(AgentToken, "change", token.pk),
+        admin_url(Run, "change", run.pk),
+    ]
+    for url in pages:
+        page = admin_client.get(url).content.decode()
+        assert CIPHERTEXT not in page, url
+        assert SEALED not in page, url
+        assert token.token_hash not in page, url
+        assert one_of_everything["raw_token"] not in page, url
+
+
+def test_audit_events_cannot_be_added(admin_client, one_of_everything):
+    assert admin_client.get(admin_url(AuditEvent, "add")).status_code == 403
+    response = admin_client.post(admin_url(AuditEvent, "add"), {"actor": "x", "action": "y"})
+    assert response.status_code == 403
+
+
+def test_audit_events_cannot_be_changed(admin_client, one_of_everything):
+    event = AuditEvent.objects.first()
+    url = admin_url(AuditEvent, "change", event.pk)
+
+    page = admin_client.get(url).content.decode()
+    response = admin_client.post(url, {"actor": "mallory", "action": "nothing.happened"})
+
+    assert 'name="_save"' not in page  # a view-only page
+    assert response.status_code == 403
+    event.refresh_from_db()
+    assert event.actor != "mallory"
+
+
+def test_audit_events_cannot_be_deleted(admin_client, one_of_everything):
+    event = AuditEvent.objects.first()
+    count = AuditEvent.objects.count()
+    url = admin_url(AuditEvent, "delete", event.pk)
+
+    assert admin_client.get(url).status_code == 403
+    assert admin_client.post(url, {"post": "yes"}).status_code == 403
+    # No bulk action either: the changelist ignores a forged delete_selected.
+    changelist = admin_url(AuditEvent, "changelist")
+    assert "delete_selected" not in admin_client.get(changelist).content.decode()
+    admin_client.post(
+        changelist, {"action": "delete_selected", "_selected_action": [event.pk], "post": "yes"}
+    )
+    assert AuditEvent.objects.count() == count
+
+
+def test_audit_events_are_append_only_in_the_model(one_of_everything):
+    event = AuditEvent.objects.first()
+    event.summary = "rewritten"
+    with pytest.raises(AppendOnlyError):
+        event.save()
+    with pytest.raises(AppendOnlyError):
+        event.delete()
+    with pytest.raises(AppendOnlyError):
+        AuditEvent.objects.filter(pk=event.pk).update(summary="rewritten")
+    with pytest.raises(AppendOnlyError):
+        AuditEvent.objects.all().delete()
+    assert AuditEvent.objects.get(pk=event.pk).summary != "rewritten"
+
+
+@pytest.fixture
+def events(db, viewer, developer) -> dict[str, AuditEvent]:
+    found = {
+        "vera_publish": record(Actor(user=viewer), "tool.publish", summary="v publish"),
+        "dave_publish": record(Actor(user=developer), "tool.publish", summary="d publish"),
+        "dave_edit": record(Actor(user=developer), "tool.version.create", summary="d edit"),
+        "system_sync": record(Actor.system(), "tools.sync", summary="sync"),
+    }
+    # Append-only through the ORM; move one event into the past behind its back.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE tools_app_auditevent SET created_at = %s WHERE id = %s",
+            [timezone.now() - dt.timedelta(days=30), found["system_sync"].pk],
+        )
+    return found
+
+
+def listed(admin_client, params: dict) -> set[str]:
+    response = admin_client.get(admin_url(AuditEvent, "changelist"), params)
+    assert response.status_code == 200
+    return {event.summary for event in response.context["cl"].result_list}
+
+
+def test_audit_events_filter_by_actor(admin_client, events):
+    assert listed(admin_client, {"actor": "dave"}) == {"d publish", "d edit"}
+    assert listed(admin_client, {"actor_kind": "system"}) == {"sync"}
+
+
+def test_audit_events_filter_by_action(admin_client, events):
+    assert listed(admin_client, {"action": "tool.publish"}) == {"v publish", "d publish"}
+
+
+def test_audit_events_filter_by_date(admin_client, events):
+    # The same parameters the filter's own "Past 7 days" link carries: aware datetimes.
+    today = dt.datetime.combine(timezone.localdate(), dt.time(), tzinfo=dt.UTC)
+
+    def between(start: dt.datetime, end: dt.datetime) -> set[str]:
+        return listed(admin_client, {"created_at__gte": str(start), "created_at__lt": str(end)})
+
+    week_ago, tomorrow = today - dt.timedelta(days=7), today + dt.timedelta(days=1)
+    assert between(week_ago, tomorrow) == {"v publish", "d publish", "d edit"}
+    month_ago = today - dt.timedelta(days=30)
+    assert between(month_ago, month_ago + dt.timedelta(days=1)) == {"sync"}
+
+
+def test_audit_events_filters_combine(admin_client, events):
+    assert listed(admin_client, {"actor": "dave", "action": "tool.publish"}) == {"d publish"}
+
+
+def test_tool_versions_and_runs_are_read_only(admin_client, one_of_everything):
+    tool = one_of_everything["tool"]
+    version = tool.published_version
+    run = one_of_everything["run"]
+    for model, obj in [(version.__class__, version), (Run, run), (RunUpdate, run.updates.get())]:
+        assert admin_client.get(admin_url(model, "add")).status_code == 403
+        assert admin_client.get(admin_url(model, "delete", obj.pk)).status_code == 403
+        assert admin_client.post(admin_url(model, "change", obj.pk), {}).status_code == 403
+    assert admin_client.get(admin_url(Tool, "add")).status_code == 403
+    assert admin_client.get(admin_url(Tool, "delete", tool.pk)).status_code == 403
+
+
+def test_disabling_a_tool_goes_through_versions_and_is_audited(admin_client, one_of_everything):
+    tool = one_of_everything["tool"]
+    url = admin_url(Tool, "change", tool.pk)
+    data = form_data(admin_client.get(url))
+    del data["enabled"]
+    data["label"] = "Renamed behind the console's back"  # read-only: ignored
+
+    response = admin_client.post(url, data)
+
+    assert response.status_code == 302, response.context and response.context["errors"]
+    tool.refresh_from_db()
+    assert tool.enabled is False
+    assert tool.label == "alpha"
+    event = AuditEvent.objects.filter(action="tool.disable").get()
+    assert event.actor == "root"
+    assert event.target == "alpha"
+
+
+def test_admin_changes_are_audited_without_values(admin_client, one_of_everything):
+    integration = Integration.objects.get()
+    url = admin_url(Integration, "change", integration.pk)
+    data = form_data(admin_client.get(url))
+    data["label"] = "GitHub Enterprise"
+    data["slug"] = "renamed"  # read-only: ignored
+
+    response = admin_client.post(url, data)
+
+    assert response.status_code == 302
+    integration.refresh_from_db()
+    assert integration.label == "GitHub Enterprise"
+    assert integration.slug == "github"
+    assert integration.revision == 2
+    assert IntegrationSecret.objects.get().ciphertext == CIPHERTEXT
+    event = AuditEvent.objects.filter(action="admin.change").get()
+    assert event.actor == "root"
+    assert event.target == "github"
+    assert "Label" in event.summary
+    assert "GitHub Enterprise" not in event.summary
+
+
+def test_adding_a_user_is_audited_without_the_password(admin_client, db):
+    response = admin_client.post(
+        admin_url(User, "add"),
+        {
+            "username": "newbie",
+            "usable_password": "true",
+            "password1": "A-long-password-1234",
+            "password2": "A-long-password-1234",
+        },
+    )
+
+    assert response.status_code == 302
+    event = AuditEvent.objects.filter(action="admin.add").get()
+    assert event.target == "newbie"
+    assert "A-long-password-1234" not in event.summary
+
+
+def test_revoking_tokens_in_admin_is_audited(admin_client, one_of_everything):
+    token = one_of_everything["token"]
+
+    response = admin_client.post(
+        admin_url(AgentToken, "changelist"), {"action": "revoke", "_selected_action": [token.pk]}
+    )
+
+    assert response.status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    event = AuditEvent.objects.filter(action="token.revoke").get()
+    assert event.actor == "root"
+    assert AgentToken.authenticate(one_of_everything["raw_token"]) is None
+
+
+def test_tokens_and_integrations_cannot_be_added_in_admin(admin_client, db):
+    assert admin_client.get(admin_url(AgentToken, "add")).status_code == 403
+    assert admin_client.get(admin_url(Integration, "add")).status_code == 403
+    assert admin_client.get(admin_url(IntegrationSecret, "add")).status_code == 403
+
+
+def test_viewers_cannot_use_admin(viewer_client, db):
+    response = viewer_client.get("/admin/tools_app/auditevent/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")

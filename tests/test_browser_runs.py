@@ -1,0 +1,156 @@
+"""Test-invoking a tool in a real browser (Debian's Chromium through Playwright) against a
+live server and a real Celery worker: the generated form, live progress, the result,
+and cancelling a long run. Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+from worker_fixtures import in_ci, wait_for_run
+
+from tools_app.models import Run
+from tools_app.models.runs import RunStatus
+from tools_app.roles import DEVELOPER, ensure_groups
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+PASSWORD = "browser-test-pw-71"
+
+COUNTER_TS = """
+export async function execute(toolCallId: string, params: any, signal: AbortSignal,
+                              onUpdate: (u: any) => void) {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  for (let i = 1; i <= params.steps; i++) {
+    if (signal.aborted) {
+      return { content: [{ type: "text", text: `stopped at step ${i}` }], isError: true };
+    }
+    onUpdate({ content: [{ type: "text", text: `step ${i} of ${params.steps}` }] });
+    await sleep(params.delay_ms);
+  }
+  const text = `counted for ${params.who} (${params.pace})${params.loud ? "!" : "."}`;
+  return { content: [{ type: "text", text }] };
+}
+"""
+
+INPUTS = {
+    "who": {"type": "string", "description": "Whom the count is for."},
+    "steps": {"type": "integer", "description": "How many steps.", "optional": True, "default": 3},
+    "delay_ms": {"type": "integer", "description": "Pause after each step, in ms.",
+                 "optional": True, "default": 800},
+    "pace": {"type": "enum", "values": "calm,brisk", "description": "Pace.", "optional": True,
+             "default": "calm"},
+    "loud": {"type": "boolean", "description": "End with a bang.", "optional": True,
+             "default": False},
+}  # fmt: skip
+
+
+@pytest.fixture
+def developer_login(settings) -> tuple[str, str]:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    ensure_groups()
+    user = User.objects.create_user("devon", "devon@example.com", PASSWORD)
+    user.groups.add(Group.objects.get(name=DEVELOPER))
+    return "devon", PASSWORD
+
+
+@pytest.fixture
+def browser_page(live_server, monkeypatch) -> Iterator:
+    if not Path(CHROMIUM).exists():
+        if in_ci():
+            pytest.fail(f"{CHROMIUM} is missing (Debian package chromium)")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls of fixtures
+    # and assertions are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(
+            base_url=live_server.url, viewport={"width": 1200, "height": 1000}
+        )
+        context.set_default_timeout(30_000)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+def test_it_runs_a_tool_live_and_cancels_a_long_run(
+    worker, make_tool, developer_login, browser_page
+):
+    from playwright.sync_api import expect
+
+    make_tool("counter", source=COUNTER_TS, inputs=INPUTS, extra={"label": "Counter"})
+    page = browser_page
+    username, password = developer_login
+
+    # Log in, open the tool, then its run form.
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit], input[type=submit]")
+    page.goto("/tools/")
+    page.click("a[href='/tools/counter/']")
+    expect(page).to_have_url(re.compile(r"/tools/counter/$"))
+    page.goto("/tools/counter/run/")
+
+    # The generated form: text, numbers with defaults, a select, a checkbox.
+    expect(page.locator("input[name=steps]")).to_have_value("3")
+    expect(page.locator("select[name=pace]")).to_have_value("calm")
+    page.fill("input[name=who]", "Grace")
+    page.select_option("select[name=pace]", "brisk")
+    page.check("input[name=loud]")
+    page.screenshot(path=str(ARTIFACTS / "run-form.png"), full_page=True)
+    page.click("#run-form button[type=submit]")
+
+    # Progress arrives live: at least two updates are on the page before the result.
+    expect(page).to_have_url(re.compile(r"/runs/[0-9a-f-]{36}/$"))
+    page.wait_for_function(
+        "document.querySelectorAll('#run-updates li').length >= 2"
+        " && !document.querySelector('#result')",
+        timeout=30_000,
+    )
+    expect(page.locator("#result")).to_contain_text("counted for Grace (brisk)!", timeout=30_000)
+    expect(page.locator("#run-updates li")).to_have_count(3)
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
+    page.screenshot(path=str(ARTIFACTS / "run-finished.png"), full_page=True)
+    finished_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+    assert Run.objects.get(pk=finished_id).status == RunStatus.SUCCEEDED
+
+    # A long run, cancelled from its page: the tool stops within seconds.
+    page.click("text=Run again with these inputs")
+    expect(page.locator("input[name=who]")).to_have_value("Grace")
+    page.fill("input[name=steps]", "500")
+    page.fill("input[name=delay_ms]", "200")
+    page.click("#run-form button[type=submit]")
+    expect(page.locator("#run-updates li").first).to_be_visible(timeout=30_000)
+    page.click("#cancel-run")
+    expect(page.locator("#run-status")).to_have_text("Cancelled", timeout=15_000)
+    expect(page.locator("#result")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "run-cancelled.png"), full_page=True)
+
+    cancelled_id = page.url.rstrip("/").rsplit("/", 1)[-1]
+    run = wait_for_run(cancelled_id, (RunStatus.CANCELLED,), timeout=5, worker=worker)
+    assert run.updates.count() < 500 and run.user.username == username
+    # The run history lists both.
+    page.goto("/runs/?tool=counter")
+    expect(page.locator("table.runs tbody tr")).to_have_count(2)
+    assert os.path.getsize(ARTIFACTS / "run-form.png") > 0

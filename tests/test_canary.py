@@ -1,0 +1,295 @@
+"""The proof: a canary secret planted through the form and through set_integration appears
+nowhere it must not: no console page or its source, no API answer, no Django admin page, no
+dumpdata output, not the raw database, no log line, no audit event, nothing in DATA_PATH."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import sqlite3
+import sys
+import uuid
+from pathlib import Path
+
+import integrations_support as support
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
+
+from tools_app import integrations as domain
+from tools_app.models import AgentToken, AuditEvent, Integration, IntegrationSecret, Run, Tool
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+fake_provider = support.fake_provider
+fast_passwords = support.fast_passwords
+
+CANARY_FORM = f"canary-form-{uuid.uuid4().hex}"
+CANARY_CLI = f"canary-cli-{uuid.uuid4().hex}"
+CANARIES = (CANARY_FORM, CANARY_CLI)
+# Smaller pieces too: a page that showed a "masked" secret's ends would leak these.
+PIECES = tuple(c[-12:] for c in CANARIES)
+
+
+def leaks(text: str | bytes) -> list[str]:
+    if isinstance(text, bytes):
+        found = [c for c in CANARIES + PIECES if c.encode() in text]
+    else:
+        found = [c for c in CANARIES + PIECES if c in text]
+    return found
+
+
+def walk(resolvers=None, prefix: str = "", namespace: str = ""):
+    """Every named URL pattern: (qualified name, parameter names)."""
+    for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            ns = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            yield from walk(entry.url_patterns, prefix, ns)
+        elif isinstance(entry, URLPattern) and entry.name:
+            pattern = entry.pattern
+            names = list(getattr(pattern, "converters", {}) or pattern.regex.groupindex)
+            yield f"{namespace}{entry.name}", names
+
+
+def candidates() -> dict[str, list[str]]:
+    tools = list(Tool.objects.values_list("name", flat=True))
+    numbers = sorted({str(n) for n in Tool.objects.values_list("versions__number", flat=True) if n})
+    runs = [str(pk) for pk in Run.objects.values_list("pk", flat=True)]
+    values = {
+        "name": tools,
+        "tool": tools,
+        "slug": list(Integration.objects.values_list("slug", flat=True)),
+        "type_slug": sorted(domain.integration_types()),
+        "pk": [str(pk) for pk in AgentToken.objects.values_list("pk", flat=True)],
+        "number": numbers,
+        "n": numbers,
+        "version": numbers,
+        "run_id": runs,
+        "id": runs,
+    }
+    values["*"] = sorted({v for vs in values.values() for v in vs})
+    return values
+
+
+def urls(skip_namespaces: tuple[str, ...] = ("admin:",)) -> list[str]:
+    found = []
+    values = candidates()
+    for name, params in walk():
+        if name.startswith(skip_namespaces):
+            continue
+        options = [values.get(p, values["*"][:3]) for p in params]
+        for combo in itertools.islice(itertools.product(*options), 40):
+            try:
+                found.append(reverse(name, kwargs=dict(zip(params, combo, strict=True))))
+            except NoReverseMatch:
+                continue
+    return sorted(set(found))
+
+
+def body(response) -> bytes:
+    if getattr(response, "streaming", False):
+        return b"".join(itertools.islice(response.streaming_content, 200))
+    return response.content
+
+
+def test_it_never_reveals_a_canary_secret(
+    caplog, capsys, console_admin, console_admin_client, viewer_client, fake_provider, settings
+):
+    caplog.set_level(logging.DEBUG)
+    from tools_app.sync import sync_tools
+
+    sync_tools()  # the seed tools, published, and DATA_PATH written
+    assert Tool.objects.filter(name="web_search").exists()
+
+    # 1. Through the form, after a connection test that echoes the token back.
+    tested = console_admin_client.post(
+        reverse("integration_test_new", args=["searxng"]),
+        {"field_url": fake_provider.url, "secret_token": CANARY_FORM},
+        HTTP_HX_REQUEST="true",
+    )
+    fake_provider.echo_authorization = True
+    fake_provider.status = 401
+    echoed = console_admin_client.post(
+        reverse("integration_test_new", args=["searxng"]),
+        {"field_url": fake_provider.url, "secret_token": CANARY_FORM},
+    )
+    assert fake_provider.last.headers["authorization"] == f"Bearer {CANARY_FORM}"
+    refused = console_admin_client.post(
+        reverse("integration_create", args=["searxng"]),
+        {"slug": "searxng", "field_url": "not a url", "secret_token": CANARY_FORM},
+    )
+    assert refused.status_code == 400
+    created = console_admin_client.post(
+        reverse("integration_create", args=["searxng"]),
+        {"slug": "searxng", "enabled": "on", "field_url": fake_provider.url,
+         "secret_token": CANARY_FORM},
+    )  # fmt: skip
+    assert created.status_code == 302
+    stored_test = console_admin_client.post(
+        reverse("integration_test", args=["searxng"]), {"field_url": fake_provider.url}
+    )
+    edited = console_admin_client.post(
+        reverse("integration_edit", args=["searxng"]),
+        {"revision": "1", "enabled": "on", "field_url": "ftp://x", "secret_token": CANARY_FORM},
+    )
+    assert edited.status_code == 400
+
+    # 2. Through set_integration, from standard input.
+    command_output = io.StringIO()
+    stdin, sys.stdin = sys.stdin, support.StdinText(CANARY_CLI + "\n")
+    try:
+        call_command(
+            "set_integration", "apify", "--type", "apify", "--secret-stdin", "token",
+            stdout=command_output, stderr=command_output,
+        )  # fmt: skip
+    finally:
+        sys.stdin = stdin
+
+    # The canaries really are stored, and a run would receive them.
+    env, labels = domain.environment_for(["searxng", "apify"])
+    assert env["SEARXNG_TOKEN"] == CANARY_FORM and env["APIFY_TOKEN"] == CANARY_CLI
+    assert set(labels) == {"{{searxng.token}}", "{{apify.token}}"}
+
+    # Objects for every page to show: tools, versions, a finished run, a token.
+    tool = Tool.objects.get(name="web_search")
+    Run.objects.create(
+        tool=tool, version=tool.published_version, via="browser", status="succeeded",
+        user=console_admin, params={"query": "q"},
+        result={"content": [{"type": "text", "text": "{{searxng.token}}"}], "isError": False},
+    )  # fmt: skip
+    _, raw_token = AgentToken.issue("canary-agent", ["registry:read", "sync:read", "tools:invoke"])
+    sync_tools()  # DATA_PATH after the integrations exist
+
+    checked: dict[str, bytes] = {
+        "connection test": tested.content,
+        "echoing connection test": echoed.content,
+        "refused create form": refused.content,
+        "stored-secret test": stored_test.content,
+        "refused edit form": edited.content,
+        "set_integration output": command_output.getvalue().encode(),
+    }
+    assert b"{{searxng.token}}" in echoed.content  # redacted, not dropped silently
+
+    # Every console page, as an admin and as a viewer, and its HTML source.
+    statuses: dict[str, int] = {}
+    for url in urls():
+        if url.startswith("/api/"):
+            continue
+        for who, client in (("admin", console_admin_client), ("viewer", viewer_client)):
+            response = client.get(url)
+            statuses[f"{who} {url}"] = response.status_code
+            checked[f"{who} GET {url}"] = body(response)
+            if url.startswith("/integrations/"):
+                partial = client.get(url, HTTP_HX_REQUEST="true")
+                checked[f"{who} htmx GET {url}"] = body(partial)
+    for url in [
+        "/integrations/",
+        "/integrations/searxng/",
+        "/integrations/searxng/edit/",
+        "/integrations/apify/edit/",
+        "/integrations/environment/",
+    ]:
+        assert statuses[f"admin {url}"] == 200, url
+    assert sum(1 for s in statuses.values() if s == 200) >= 20
+
+    # Every agent API answer.
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
+    api_urls = [u for u in urls() if u.startswith("/api/")] + ["/api/openapi.json"]
+    assert any(u.startswith("/api/v1/") for u in api_urls)
+    for url in api_urls:
+        checked[f"API GET {url}"] = body(api.get(url))
+    for fmt in ("native", "openai", "anthropic", "mcp"):
+        checked[f"API registry {fmt}"] = body(api.get(f"/api/v1/registry?format={fmt}"))
+
+    # Django admin: the index, and the list, add and change pages of every model.
+    superuser = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    staff = Client()
+    staff.force_login(superuser)
+    checked["admin index"] = staff.get(reverse("admin:index")).content
+    for model in list(admin.site._registry):
+        info = (model._meta.app_label, model._meta.model_name)
+        changelist = reverse("admin:{}_{}_changelist".format(*info))
+        response = staff.get(changelist)
+        assert response.status_code == 200, changelist
+        checked[f"admin {changelist}"] = response.content
+        checked[f"admin search {changelist}"] = staff.get(changelist, {"q": "canary"}).content
+        for obj in model._default_manager.all()[:3]:
+            change = reverse("admin:{}_{}_change".format(*info), args=[obj.pk])
+            checked[f"admin {change}"] = staff.get(change).content
+            history = reverse("admin:{}_{}_history".format(*info), args=[obj.pk])
+            checked[f"admin {history}"] = staff.get(history).content
+    integration = Integration.objects.get(slug="searxng")
+    assert (
+        staff.get(reverse("admin:tools_app_integration_change", args=[integration.pk])).status_code
+        == 200
+    )
+
+    # dumpdata, every model of every app.
+    dump = io.StringIO()
+    call_command("dumpdata", stdout=dump)
+    checked["dumpdata"] = dump.getvalue().encode()
+    assert b"tools_app.integrationsecret" in checked["dumpdata"]
+
+    # The raw database. It holds the ciphertexts: proof that these are the real bytes.
+    checked["database"] = raw_database(settings)
+    for ciphertext in IntegrationSecret.objects.values_list("ciphertext", flat=True):
+        assert ciphertext.encode() in checked["database"]
+
+    # Audit events, every column.
+    events = list(AuditEvent.objects.values())
+    assert {e["action"] for e in events} >= {
+        "integration.create",
+        "integration.test",
+    }
+    checked["audit"] = json.dumps(events, default=str).encode()
+
+    # DATA_PATH after a sync.
+    data_path = Path(settings.DATA_PATH)
+    files = [p for p in data_path.rglob("*") if p.is_file()]
+    assert files, "sync wrote nothing to DATA_PATH"
+    for path in files:
+        checked[f"DATA_PATH {path.relative_to(data_path)}"] = path.read_bytes()
+
+    # Logs captured at DEBUG during all of the above, and anything printed.
+    captured = capsys.readouterr()
+    checked["logs"] = caplog.text.encode()
+    checked["stdout/stderr"] = (captured.out + captured.err).encode()
+    assert caplog.records, "nothing was logged: the log check would prove nothing"
+
+    leaked = {where: leaks(data) for where, data in checked.items() if leaks(data)}
+    assert leaked == {}
+
+
+def raw_database(settings) -> bytes:
+    """The database's bytes: SQLite's file image (free pages included), or on PostgreSQL
+    every row of every table."""
+    if connection.vendor == "sqlite":
+        name = str(connection.settings_dict["NAME"])
+        if name and "memory" not in name and Path(name).exists():
+            data = Path(name).read_bytes()
+            for extra in Path(name).parent.glob(Path(name).name + "-*"):
+                data += extra.read_bytes()
+            return data
+        connection.ensure_connection()
+        copy_path = Path(settings.DATA_PATH).parent / "database-copy.sqlite3"
+        target = sqlite3.connect(copy_path)
+        try:
+            connection.connection.backup(target)
+        finally:
+            target.close()
+        data = copy_path.read_bytes()
+        copy_path.unlink()
+        assert b"SQLite format 3" in data[:16]
+        return data
+    rows = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")  # noqa: S608
+            rows.extend(repr(row) for row in cursor.fetchall())
+    return "\n".join(rows).encode()

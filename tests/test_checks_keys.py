@@ -1,0 +1,117 @@
+"""A missing or wrong key: system check errors, a banner, clear run errors, nothing lost."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import integrations_support as support
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from tools_app import integrations as domain
+from tools_app import vault
+from tools_app.models import IntegrationSecret
+
+fernet_keys = support.fernet_keys
+fast_passwords = support.fast_passwords
+
+SECRET = "sk-checks-9Kd3Lx7Q"
+
+
+def errors() -> list[str]:
+    return [f"{m.id}: {m.msg}" for m in vault.check_encryption_keys()]
+
+
+def banner(client) -> str:
+    return client.get("/integrations/").content.decode()
+
+
+def test_it_warns_while_the_development_key_is_in_use(settings, viewer_client):
+    settings.CONSOLE_ENCRYPTION_KEYS = []
+    assert errors() == []
+    page = banner(viewer_client)
+    assert "Secrets are encrypted with a generated development key" in page
+    assert "Set CONSOLE_ENCRYPTION_KEYS" in page
+
+
+def test_it_warns_about_a_development_key_readable_by_others(settings, viewer_client):
+    settings.CONSOLE_ENCRYPTION_KEYS = []
+    vault.encrypt("x")
+    os.chmod(settings.ENCRYPTION_KEY_FILE, 0o644)
+    assert "is readable by other users: chmod 600 it" in banner(viewer_client)
+
+
+def test_it_is_quiet_with_configured_keys(db, fernet_keys, viewer_client):
+    fernet_keys("A")
+    support.create("apify", secrets={"token": SECRET})
+    assert errors() == []
+    banners = banner(viewer_client).split("<main>")[0]
+    assert "Encryption keys" not in banners and "development key" not in banners
+
+
+def test_it_is_a_check_error_and_a_banner_when_a_key_is_invalid(db, settings, viewer_client):
+    settings.CONSOLE_ENCRYPTION_KEYS = [support.new_key(), "short-secret-looking-thing"]
+    assert errors() == [
+        "tools_app.E101: CONSOLE_ENCRYPTION_KEYS: key #2 is not a valid Fernet key (expected "
+        "32 url-safe base64-encoded bytes, as made by `python -c 'from cryptography.fernet "
+        "import Fernet; print(Fernet.generate_key().decode())'`)"
+    ]
+    response = viewer_client.get("/integrations/")
+    assert response.status_code == 200  # pages still work
+    page = response.content.decode()
+    assert "Encryption keys: CONSOLE_ENCRYPTION_KEYS: key #2 is not a valid Fernet key" in page
+    assert "short-secret-looking-thing" not in page
+    with pytest.raises(SystemCheckError, match="tools_app.E101"):
+        call_command("check", stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_it_is_a_check_error_and_a_banner_when_the_key_file_is_unreadable(
+    db, settings, viewer_client
+):
+    settings.CONSOLE_ENCRYPTION_KEYS = []
+    settings.ENCRYPTION_KEY_FILE.mkdir()
+    assert len(errors()) == 1 and "development key file" in errors()[0]
+    assert "Encryption keys: development key file" in banner(viewer_client)
+
+
+def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(db, fernet_keys, viewer_client):
+    fernet_keys("old")
+    support.create("searxng", values={"url": "https://s.example.org"}, secrets={"token": SECRET})
+    before = IntegrationSecret.objects.get().ciphertext
+    fernet_keys("replaced")  # the old key was dropped: the secret is unreadable
+    assert errors() == [
+        "tools_app.E102: 1 stored secret cannot be decrypted: encrypted with a key that is "
+        "not in CONSOLE_ENCRYPTION_KEYS (add the old key back, after the new one, then run "
+        "`manage.py rotate_encryption_keys`)"
+    ]
+    assert "Encryption keys: 1 stored secret cannot be decrypted" in banner(viewer_client)
+    with pytest.raises(SystemCheckError, match="tools_app.E102"):
+        call_command("check", stdout=io.StringIO(), stderr=io.StringIO())
+    # A run that needs it gets a clear error, never an empty string or the ciphertext.
+    with pytest.raises(domain.IntegrationUnavailable) as caught:
+        domain.environment_for(["searxng"])
+    assert "secret searxng.token cannot be decrypted with the configured encryption keys" in str(
+        caught.value
+    )
+    assert before not in str(caught.value)
+    # Nothing was overwritten: restoring the key brings the secret back.
+    assert IntegrationSecret.objects.get().ciphertext == before
+    fernet_keys("replaced", "old")
+    assert errors() == []
+    assert domain.environment_for(["searxng"])[0]["SEARXNG_TOKEN"] == SECRET
+    assert "still encrypted with an older key: run `manage.py rotate_encryption_keys`" in (
+        banner(viewer_client)
+    )
+
+
+def test_it_detects_a_lying_fingerprint_by_decrypting_a_sample(db, fernet_keys):
+    fernet_keys("A")
+    support.create("apify", secrets={"token": SECRET})
+    fernet_keys("B")
+    # The row claims the current key but holds a token made under another one.
+    IntegrationSecret.objects.update(key_id=vault.primary_key_id())
+    assert errors() == [
+        "tools_app.E102: stored secrets cannot be decrypted with the configured keys: apify.token"
+    ]

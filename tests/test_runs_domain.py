@@ -1,0 +1,344 @@
+"""tools_app.runs: start, execute (in this process, through the real runner), cancel,
+claim once, reap, masking and sealing."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from tools_app import integrations, runs, vault
+from tools_app.audit import Actor
+from tools_app.models import AuditEvent, Run, RunArtifact
+from tools_app.models.runs import RunStatus, RunVia
+
+pytestmark = pytest.mark.django_db
+
+ECHO_PY = """
+import os, time
+
+def execute(tool_call_id, params, signal, on_update):
+    on_update({"content": [{"type": "text", "text": "first"}]})
+    time.sleep(0.05)
+    on_update({"content": [{"type": "text", "text": "key is " + params.get("key", "-")}]})
+    text = f"hello {params['name']} {params.get('key', '')}"
+    return {"content": [{"type": "text", "text": text}]}
+"""
+
+INPUTS = {
+    "name": {"type": "string", "description": "Who to greet."},
+    "count": {"type": "integer", "description": "How often.", "optional": True, "default": 1},
+    "key": {"type": "string", "description": "An API key.", "sensitive": True, "optional": True},
+}
+
+SLEEPY_PY = """
+import time
+
+def execute(tool_call_id, params, signal, on_update):
+    for i in range(600):
+        if signal.aborted:
+            return {"content": [{"type": "text", "text": "stopped early"}], "isError": True}
+        on_update({"content": [{"type": "text", "text": f"tick {i}"}]})
+        time.sleep(0.1)
+    return {"content": [{"type": "text", "text": "done"}]}
+"""
+
+
+@pytest.fixture
+def echo(make_tool):
+    return make_tool("echo", language="python", source=ECHO_PY, inputs=INPUTS)
+
+
+def start(tool, params, **kw) -> Run:
+    kw.setdefault("actor", Actor.system())
+    kw.setdefault("via", RunVia.COMMAND)
+    kw.setdefault("enqueue", False)
+    return runs.start_run(tool.published_version, params, **kw)
+
+
+def test_it_refuses_invalid_params_listing_every_problem(echo):
+    with pytest.raises(runs.InvalidParams) as caught:
+        start(echo, {"count": "three", "colour": "red"})
+
+    assert caught.value.errors == [
+        "colour: unknown parameter (allowed: name, count, key)",
+        "count: must be an integer, got a string",
+        "name: is required",
+    ]
+    assert not Run.objects.exists()
+
+
+def test_it_masks_and_seals_sensitive_inputs(echo, developer):
+    run = start(echo, {"name": "Ada", "key": "sk-live-123456"}, actor=Actor(user=developer))
+
+    assert run.params == {"name": "Ada", "key": runs.MASK, "count": 1}
+    assert run.status == RunStatus.QUEUED and run.user == developer
+    assert "sk-live-123456" not in run.sealed_params
+    assert json.loads(vault.decrypt(run.sealed_params)) == {"key": "sk-live-123456"}
+    event = AuditEvent.objects.get(action="run.start")
+    assert event.actor == developer.username and event.target_id == str(run.pk)
+    assert "sk-live-123456" not in json.dumps([event.summary, event.data])
+
+
+def test_it_queues_the_task_only_when_the_transaction_commits(
+    echo, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        start(echo, {"name": "Ada"}, enqueue=True)
+        start(echo, {"name": "Bob"}, enqueue=False)
+
+    assert len(callbacks) == 1
+
+
+def test_it_executes_a_run_and_stores_progress_result_and_timings(echo, settings):
+    run = start(echo, {"name": "Ada", "key": "sk-live-123456"})
+    seen = []
+
+    run = runs.execute_run(run.pk, on_progress=seen.append)
+
+    assert run.status == RunStatus.SUCCEEDED
+    # The sensitive value is redacted from everything stored about the run.
+    assert run.result == {
+        "content": [{"type": "text", "text": "hello Ada {{input.key}}"}],
+        "isError": False,
+    }
+    updates = list(run.updates.values_list("seq", "content"))
+    assert updates == [
+        (1, [{"type": "text", "text": "first"}]),
+        (2, [{"type": "text", "text": "key is {{input.key}}"}]),
+    ]
+    assert seen == [content for _, content in updates]
+    assert run.sealed_params == ""
+    assert run.isolation in ("bwrap", "process")
+    assert run.exit_code == 0 and run.duration > 0
+    assert run.started_at <= run.finished_at and run.heartbeat_at is not None
+    assert run.worker
+    # The materialized tool and the runner's work dir are gone.
+    assert not (Path(settings.RUNS_WORK_PATH) / str(run.pk)).exists()
+
+
+def test_it_claims_a_run_only_once(echo):
+    run = start(echo, {"name": "Ada"})
+    assert runs.claim(run.pk) is True
+    assert runs.claim(run.pk) is False
+    # A second delivery of the task finds the run taken and does nothing.
+    assert runs.execute_run(run.pk) is None
+    assert Run.objects.get(pk=run.pk).updates.count() == 0
+
+
+def test_it_executes_a_delivered_task_once(echo):
+    run = start(echo, {"name": "Ada"})
+    assert runs.execute_run(run.pk).status == RunStatus.SUCCEEDED
+    assert runs.execute_run(run.pk) is None
+    assert Run.objects.get(pk=run.pk).updates.count() == 2
+
+
+def test_it_ignores_an_unknown_run():
+    assert runs.execute_run("00000000-0000-0000-0000-000000000000") is None
+
+
+def test_it_cancels_a_queued_run_at_once(echo, developer):
+    run = start(echo, {"name": "Ada", "key": "sk-live-123456"})
+
+    assert runs.cancel_run(run, Actor(user=developer)) is True
+
+    assert run.status == RunStatus.CANCELLED and run.finished_at is not None
+    assert run.sealed_params == "" and run.result["isError"] is True
+    assert runs.execute_run(run.pk) is None  # the task arrives later: nothing runs
+    assert AuditEvent.objects.filter(action="run.cancel", target_id=str(run.pk)).exists()
+    assert runs.cancel_run(run, Actor(user=developer)) is False  # already ended
+
+
+def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
+    sleepy = make_tool("sleepy", language="python", source=SLEEPY_PY)
+    run = start(sleepy, {})
+    requested = []
+
+    def cancel_on_first_update(content):
+        # Called in the supervising thread, like a cancel from another process would
+        # land in the database.
+        if not requested:
+            requested.append(runs.cancel_run(Run.objects.get(pk=run.pk), Actor.system()))
+
+    run = runs.execute_run(run.pk, on_progress=cancel_on_first_update)
+
+    assert requested == [True]
+    assert run.status == RunStatus.CANCELLED
+    assert run.cancel_requested and run.result["isError"] is True
+    assert run.duration < 6
+
+
+def test_it_applies_a_timeout_override(make_tool):
+    sleepy = make_tool("sleepy", language="python", source=SLEEPY_PY)
+    run = runs.execute_run(start(sleepy, {}, timeout=1).pk)
+
+    assert run.status == RunStatus.TIMED_OUT
+    assert run.timeout == 1 and run.result["isError"] is True
+
+
+def test_it_keeps_artifacts_under_artifacts_path(make_tool, settings):
+    source = (
+        "import os\n\ndef execute(tool_call_id, params, signal, on_update):\n"
+        "    out = os.environ['TOOL_OUTPUT_DIR']\n"
+        "    os.makedirs(os.path.join(out, 'sub'))\n"
+        "    open(os.path.join(out, 'sub', 'report.txt'), 'w').write('report body')\n"
+        "    return {'content': [{'type': 'text', 'text': 'wrote it'}]}\n"
+    )
+    tool = make_tool("writer", language="python", source=source)
+
+    run = runs.execute_run(start(tool, {}).pk)
+
+    assert run.status == RunStatus.SUCCEEDED
+    artifact = RunArtifact.objects.get(run=run)
+    assert artifact.name == "sub/report.txt" and artifact.size == 11
+    assert artifact.path == f"{run.pk}/0001"
+    stored = runs.artifact_file(artifact)
+    assert stored == Path(settings.ARTIFACTS_PATH).resolve() / str(run.pk) / "0001"
+    assert stored.read_text() == "report body"
+
+
+def test_it_refuses_an_artifact_path_outside_artifacts_path(echo):
+    run = start(echo, {"name": "Ada"})
+    artifact = RunArtifact.objects.create(run=run, name="x", size=1, path="../../etc/passwd")
+    assert runs.artifact_file(artifact) is None
+
+
+DEMO_TYPE = """\
+label: Demo
+description: A demo service.
+fields:
+  - name: url
+    env: DEMO_URL
+    kind: url
+    required: true
+  - name: token
+    env: DEMO_TOKEN
+    secret: true
+    required: true
+"""
+
+ENV_PY = """
+import os
+
+def execute(tool_call_id, params, signal, on_update):
+    names = sorted(k for k in os.environ if k.startswith(("DEMO_", "OTHER_")))
+    text = ", ".join(f"{k}={os.environ[k]}" for k in names)
+    return {"content": [{"type": "text", "text": text}]}
+"""
+
+
+@pytest.fixture
+def demo_types(tmp_path, settings):
+    folder = tmp_path / "types"
+    folder.mkdir()
+    (folder / "demo.yaml").write_text(DEMO_TYPE)
+    settings.INTEGRATION_TYPES_PATH = folder
+    return folder
+
+
+def test_it_gives_a_tool_its_declared_integrations_with_secrets_redacted(make_tool, demo_types):
+    for slug, token in (("demo", "tok-demo-987654"), ("other", "tok-other-555555")):
+        integrations.create_integration(
+            slug,
+            "demo",
+            actor=Actor.system(),
+            values={"url": f"https://{slug}.example"},
+            secrets={"token": token},
+        )
+    tool = make_tool("envy", language="python", source=ENV_PY, integrations=["demo"])
+
+    run = runs.execute_run(start(tool, {}).pk)
+
+    assert run.status == RunStatus.SUCCEEDED
+    # Only the declared integration, and its secret replaced by its label.
+    assert run.result["content"][0]["text"] == (
+        "DEMO_TOKEN={{demo.token}}, DEMO_URL=https://demo.example"
+    )
+
+
+def test_it_fails_a_run_whose_integration_is_missing(make_tool, demo_types):
+    tool = make_tool("envy", language="python", source=ENV_PY, integrations=["demo"])
+
+    run = runs.execute_run(start(tool, {}).pk)
+
+    assert run.status == RunStatus.FAILED
+    assert "integration 'demo' is not configured" in run.error
+    assert run.result == runs.error_result(run.error)
+
+
+def test_it_fails_a_run_whose_sealed_inputs_cannot_be_decrypted(echo, settings):
+    run = start(echo, {"name": "Ada", "key": "sk-live-123456"})
+    # The key that sealed them is gone.
+    settings.ENCRYPTION_KEY_FILE = Path(settings.ENCRYPTION_KEY_FILE).with_name("other.key")
+
+    run = runs.execute_run(run.pk)
+
+    assert run.status == RunStatus.FAILED
+    assert "cannot be decrypted" in run.error
+    assert run.sealed_params == ""
+
+
+def _running(tool, *, beat_age: float) -> Run:
+    run = start(tool, {"name": "Ada"})
+    then = timezone.now() - timedelta(seconds=beat_age)
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, started_at=then, heartbeat_at=then, worker="w:1"
+    )
+    return Run.objects.get(pk=run.pk)
+
+
+def test_it_reaps_runs_whose_heartbeat_stopped(echo, settings):
+    settings.RUN_LOST_AFTER_SECONDS = 30
+    stale = _running(echo, beat_age=31)
+    fresh = _running(echo, beat_age=5)
+
+    assert runs.reap_lost_runs() == 1
+
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.status == RunStatus.LOST and stale.finished_at is not None
+    assert "stopped answering" in stale.error and stale.result["isError"] is True
+    assert fresh.status == RunStatus.RUNNING
+    assert AuditEvent.objects.filter(action="run.lost", actor="system").count() == 1
+    assert runs.reap_lost_runs() == 0
+
+
+def test_it_reaps_a_stale_run_when_someone_looks_at_it(echo, settings):
+    settings.RUN_LOST_AFTER_SECONDS = 3
+    assert runs.reap_if_stale(_running(echo, beat_age=10)).status == RunStatus.LOST
+    assert runs.reap_if_stale(_running(echo, beat_age=1)).status == RunStatus.RUNNING
+
+
+def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settings):
+    run = start(echo, {"name": "Ada"})
+    settings.RUN_LOST_AFTER_SECONDS = 0
+
+    def reap_meanwhile(content):
+        runs.reap_lost_runs()
+
+    run = runs.execute_run(run.pk, on_progress=reap_meanwhile)
+
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_it_records_why_a_run_had_the_process_fallback(echo, monkeypatch):
+    monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", "process")
+
+    run = runs.execute_run(start(echo, {"name": "Ada"}).pk)
+
+    assert run.status == RunStatus.SUCCEEDED
+    assert run.isolation == "process"
+    assert "TOOL_CONSOLE_SANDBOX" in run.isolation_reason
+    assert any("fallback sandbox" in w for w in runs.isolation_warnings())
+
+
+def test_it_records_no_reason_under_bwrap(echo, monkeypatch):
+    monkeypatch.delenv("TOOL_CONSOLE_SANDBOX", raising=False)
+    if runs.runner.isolation_level()[0] != "bwrap":
+        pytest.skip("bubblewrap cannot run on this host")
+    run = runs.execute_run(start(echo, {"name": "Ada"}).pk)
+    assert run.isolation == "bwrap" and run.isolation_reason == ""
+    assert runs.isolation_warnings() == []

@@ -1,0 +1,83 @@
+"""The tool pages in a real browser: htmx search and paging, and the copy button."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from tests.test_tool_list import bulk_tools
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def page(live_server, viewer, monkeypatch) -> Iterator:
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing (Debian package chromium)")
+        pytest.skip("Chromium is missing (Debian package chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls made by
+    # fixtures and teardown are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    client = Client()
+    client.force_login(viewer)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = browser.new_context(base_url=live_server.url)
+        context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}]
+        )
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+            browser.close()
+
+
+def test_search_and_paging_swap_the_results_and_update_the_address(page, transactional_db):
+    bulk_tools(30, prefix="bulk")
+    bulk_tools(3, prefix="other", language="bash")
+
+    page.goto("/tools/")
+    assert page.locator("table.tools tbody tr").count() == 25
+
+    page.fill("#id_q", "other")
+    page.wait_for_url("**/tools/?q=other*")
+    page.locator("table.tools tbody tr").first.wait_for()
+    assert page.locator("table.tools tbody tr").count() == 3
+    assert page.locator("#tool-results").count() == 1  # swapped, not nested
+
+    page.fill("#id_q", "")
+    page.select_option("#id_language", "python")
+    page.wait_for_url("**language=python*")
+    page.get_by_role("link", name="Next").click()
+    page.wait_for_url("**page=2*")
+    assert page.locator("table.tools tbody tr").count() == 5
+    assert page.locator("#id_language").input_value() == "python"
+
+    page.go_back()
+    page.wait_for_url("**language=python*")
+    assert page.locator("table.tools tbody tr").count() == 25
+
+
+def test_copy_button_copies_the_registry_json(page, transactional_db, make_tool):
+    make_tool("alpha", inputs={"url": {"type": "string", "description": "The URL."}})
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+
+    page.goto("/tools/alpha/")
+    page.get_by_role("button", name="Copy JSON").click()
+
+    page.get_by_text("Copied.").wait_for()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert '"name": "alpha"' in copied
+    assert copied == page.locator("#registry-json").text_content()

@@ -1,0 +1,299 @@
+"""A real Celery worker for tests marked `worker` and `browser` (loaded by conftest.py).
+
+The worker is a `celery -A console worker` subprocess on its own queue, against Redis when
+one answers on 127.0.0.1:6379 (required when CI=true) and otherwise kombu's filesystem
+transport in a temporary folder. It must see the test database: a file SQLite database
+(CONSOLE_TEST_DB_NAME, which `dev.py test` sets) or PostgreSQL (DATABASE_URL). With an
+in-memory SQLite test database the worker tests are skipped, except in CI where that is a
+failure. Nothing here mocks the worker or the runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from cryptography.fernet import Fernet
+
+REPO = Path(__file__).resolve().parents[1]
+CELERY = Path(sys.executable).with_name("celery")
+REDIS_URL = os.environ.get("TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/15")
+READY_TIMEOUT = 90
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip locally; in CI a missing prerequisite is a failure, never a silent skip."""
+    if in_ci():
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+def redis_reachable(url: str = REDIS_URL) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 1):
+            return True
+    except OSError:
+        return False
+
+
+def worker_database_url() -> str | None:
+    """DATABASE_URL that points the worker at the test database, or None when the worker
+    cannot share it (an in-memory SQLite database)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    name = str(db["NAME"])
+    if connection.vendor == "sqlite":
+        if connection.is_in_memory_db() or not name or name.startswith("file:"):
+            return None
+        return f"sqlite:///{Path(name).resolve()}"
+    if connection.vendor == "postgresql":
+        auth = quote(db.get("USER") or "", safe="")
+        if db.get("PASSWORD"):
+            auth += ":" + quote(db["PASSWORD"], safe="")
+        host = db.get("HOST") or "127.0.0.1"
+        port = db.get("PORT") or 5432
+        return f"postgres://{auth}@{host}:{port}/{quote(name, safe='')}"
+    return None
+
+
+@dataclass
+class CeleryWorker:
+    """One worker subprocess; `kill()` and `start()` let a test crash and replace it."""
+
+    root: Path
+    broker_url: str
+    queue: str
+    database_url: str
+    encryption_key: str
+    concurrency: int = 2
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    starts: int = 0
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / f"worker-{self.starts}.log"
+
+    def env(self) -> dict[str, str]:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("CONSOLE_", "CELERY_", "DATABASE_URL", "DJANGO_"))
+        }
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "console.settings",
+                "DATABASE_URL": self.database_url,
+                "CELERY_BROKER_URL": self.broker_url,
+                "CELERY_TASK_DEFAULT_QUEUE": self.queue,
+                "CONSOLE_STATE_DIR": str(self.state_dir),
+                "DATA_PATH": str(self.root / "data"),
+                "CONSOLE_ENCRYPTION_KEYS": self.encryption_key,
+                "CONSOLE_SECRET_KEY": "worker-tests-only-" + uuid.uuid4().hex,
+                "PYTHONDONTWRITEBYTECODE": "1",
+                **self.extra_env,
+            }
+        )
+        return env
+
+    def start(self) -> None:
+        self.starts += 1
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")  # noqa: SIM115 (kept open by the child)
+        self.proc = subprocess.Popen(
+            [
+                str(CELERY),
+                "-A",
+                "console",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                str(self.concurrency),
+                "--queues",
+                self.queue,
+                "--hostname",
+                f"{self.queue}-{self.starts}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=REPO,
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: kill() takes the pool too
+        )
+        log.close()
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"the Celery worker exited:\n{self.log()}")
+            if b" ready." in self.log_path.read_bytes():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the Celery worker did not become ready:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-8000:]
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pool_pids(self) -> list[int]:
+        """The prefork children (they run the tasks)."""
+        if not self.alive:
+            return []
+        out = subprocess.run(
+            ["ps", "-o", "pid=", "--ppid", str(self.proc.pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        return [int(pid) for pid in out.split()]
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker: main process and pool, no chance to clean up."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if not self.alive:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
+    """Point this process's Celery app at the worker's broker and queue; returns undo."""
+    from console.celery import app
+
+    keys = ("broker_url", "broker_transport_options", "task_default_queue")
+    saved = {key: app.conf[key] for key in keys}
+    options = {}
+    if worker.broker_url == "filesystem://":
+        folder = worker.state_dir / "broker" / "queue"
+        folder.mkdir(parents=True, exist_ok=True)
+        (worker.state_dir / "broker" / "processed").mkdir(parents=True, exist_ok=True)
+        options = {
+            "data_folder_in": str(folder),
+            "data_folder_out": str(folder),
+            "processed_folder": str(worker.state_dir / "broker" / "processed"),
+            "store_processed": False,
+        }
+
+    def apply(values: dict) -> None:
+        app.conf.update(values)
+        # Forget connections and queue declarations made from the old settings.
+        app._pool = None
+        app.__dict__.pop("amqp", None)
+
+    apply(
+        {
+            "broker_url": worker.broker_url,
+            "broker_transport_options": options,
+            "task_default_queue": worker.queue,
+        }
+    )
+    return lambda: apply(saved)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(
+    django_db_setup, django_db_blocker, tmp_path_factory
+) -> Iterator[CeleryWorker]:
+    if not CELERY.exists():
+        pytest.fail(f"celery is not installed next to {sys.executable}")
+    with django_db_blocker.unblock():
+        database_url = worker_database_url()
+    if database_url is None:
+        skip_or_fail(
+            "the test database is in-memory SQLite, which a worker process cannot open: "
+            "set CONSOLE_TEST_DB_NAME=/tmp/some-file.sqlite3 (dev.py test does) or use "
+            "DATABASE_URL=postgres://..."
+        )
+    if redis_reachable():
+        broker = REDIS_URL
+    elif in_ci():
+        pytest.fail(f"Redis is required in CI but does not answer at {REDIS_URL}")
+    else:
+        broker = "filesystem://"
+    worker = CeleryWorker(
+        root=tmp_path_factory.mktemp("celery-worker"),
+        broker_url=broker,
+        queue=f"test-{uuid.uuid4().hex[:12]}",
+        database_url=database_url,
+        encryption_key=Fernet.generate_key().decode(),
+    )
+    undo = _configure_publisher(worker)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        undo()
+
+
+@pytest.fixture
+def worker(celery_worker_process: CeleryWorker, transactional_db, settings) -> CeleryWorker:
+    """The running worker, restarted if an earlier test killed it. This process shares
+    its encryption key (sealed params, integration secrets) and artifacts folder."""
+    if not celery_worker_process.alive:
+        celery_worker_process.start()
+    settings.CONSOLE_ENCRYPTION_KEYS = [celery_worker_process.encryption_key]
+    settings.ARTIFACTS_PATH = celery_worker_process.state_dir / "artifacts"
+    return celery_worker_process
+
+
+def wait_for_run(run_id, statuses: tuple[str, ...], timeout: float = 60.0, worker=None):
+    """Poll the database until the run reaches one of `statuses`; returns the run."""
+    from tools_app.models import Run
+
+    deadline = time.monotonic() + timeout
+    run = None
+    while time.monotonic() < deadline:
+        run = Run.objects.get(pk=run_id)
+        if run.status in statuses:
+            return run
+        time.sleep(0.05)
+    log = worker.log() if worker is not None else ""
+    state = run.status if run is not None else "?"
+    raise AssertionError(f"run {run_id} is {state}, not in {statuses}, after {timeout} s\n{log}")

@@ -1,0 +1,504 @@
+"""Changing tools in the browser: create, edit with live validation, versions, diff, roll
+back, publish/unpublish/disable/enable, import and export.
+
+Every state change goes through tools_app.versions (or importer, which uses it), so it is
+validated, atomic and audited the same way as from commands and the API. Views only turn
+requests into those calls and their outcomes into pages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from tools_app import bundle, diff, importer, rendering, staticcheck, tool_templates, toolmd
+from tools_app.audit import Actor, record
+from tools_app.forms.editor import (
+    BaseVersionForm,
+    DiffForm,
+    ImportForm,
+    NewToolForm,
+    ToolEditForm,
+    ToolFileFormSet,
+    collect_files,
+    initial_files,
+)
+from tools_app.models import Tool, ToolVersion
+from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
+from tools_app.versions import (
+    InvalidTool,
+    VersionConflict,
+    publish_version,
+    rollback,
+    save_version,
+    set_enabled,
+    unpublish,
+)
+from tools_app.views.tools import HtmxHttpRequest, get_tool_or_404
+
+FILES_PREFIX = "files"
+VERSIONS_PER_PAGE = 50
+
+
+# --- Create -------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(DEVELOPER)
+def tool_new(request: HttpRequest) -> HttpResponse:
+    """Create a tool from a language template as its first draft, then open the editor."""
+    form = NewToolForm(request.POST or None, initial={"language": request.GET.get("language")})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        files = tool_templates.render(
+            data["language"], data["name"], data["label"], data["description"]
+        )
+        try:
+            saved = save_version(
+                data["name"],
+                files,
+                actor=Actor.from_request(request),
+                note=f"created from the {data['language']} template",
+            )
+        except (InvalidTool, ValueError) as exc:  # a label or description YAML refuses
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Created {saved.version.tool.name} as a draft (version 1).")
+            return redirect("tool_edit", name=data["name"])
+    status = 422 if form.is_bound else 200
+    return render(request, "editor/new.html", {"form": form}, status=status)
+
+
+# --- Edit ---------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(DEVELOPER)
+def tool_edit(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    latest = _latest(tool)
+    can_publish = has_role(request.user, ADMIN)
+    if request.method == "POST":
+        return _save(request, tool, latest, can_publish)
+
+    form_initial, file_rows = initial_files(latest.file_bytes(), latest.entry)
+    form = ToolEditForm(initial={**form_initial, "base": latest.number}, can_publish=can_publish)
+    formset = ToolFileFormSet(initial=file_rows, prefix=FILES_PREFIX)
+    # What was saved last: its static-check warnings (never blocking).
+    problems = staticcheck.check_version(latest)
+    return _editor(request, tool, latest, form, formset, problems)
+
+
+def _save(request: HttpRequest, tool: Tool, latest: ToolVersion, can_publish: bool) -> HttpResponse:
+    if "add_file" in request.POST:
+        # Without JavaScript too: the same page again, with one more empty file.
+        data = request.POST.copy()
+        total = _int(data.get(f"{FILES_PREFIX}-TOTAL_FORMS"))
+        data[f"{FILES_PREFIX}-TOTAL_FORMS"] = str(total + 1)
+        form = ToolEditForm(data, can_publish=can_publish)
+        formset = ToolFileFormSet(data, prefix=FILES_PREFIX)
+        return _editor(request, tool, latest, form, formset, [], show_errors=False)
+
+    form = ToolEditForm(request.POST, can_publish=can_publish)
+    formset = ToolFileFormSet(request.POST, prefix=FILES_PREFIX)
+    if not (form.is_valid() and formset.is_valid()):
+        return _editor(request, tool, latest, form, formset, [], status=422)
+    data = form.cleaned_data
+    base = tool.versions.filter(number=data["base"]).first()
+    try:
+        files = collect_files(form, formset, base.file_bytes() if base else {})
+        saved = save_version(
+            tool.name,
+            files,
+            actor=Actor.from_request(request),
+            note=data["note"],
+            base=data["base"],
+            publish=bool(data.get("publish")),
+        )
+    except VersionConflict as conflict:
+        return _conflict(request, tool, conflict, form, formset, can_publish)
+    except InvalidTool as exc:
+        return _editor(request, tool, latest, form, formset, exc.problems, status=422)
+    except bundle.BundleError as exc:
+        form.add_error(None, str(exc))
+        return _editor(request, tool, latest, form, formset, [], status=422)
+
+    version = saved.version
+    if not saved.created:
+        messages.info(request, f"Nothing changed: version {version.number} is still the latest.")
+    else:
+        published = " and published" if data.get("publish") else ""
+        messages.success(request, f"Saved version {version.number}{published}.")
+    return redirect("tool_edit", name=tool.name)
+
+
+def _editor(
+    request: HttpRequest,
+    tool: Tool,
+    latest: ToolVersion,
+    form: ToolEditForm,
+    formset,
+    problems: list[toolmd.Problem],
+    *,
+    status: int = 200,
+    show_errors: bool = True,
+) -> HttpResponse:
+    context = {
+        "tool": tool,
+        "latest": latest,
+        "form": form,
+        "formset": formset,
+        "show_errors": show_errors,
+        **_problems_context(tool, problems),
+        "run_url": _run_url(tool, latest.number),
+    }
+    return render(request, "editor/edit.html", context, status=status)
+
+
+@require_POST
+@role_required(DEVELOPER)
+def tool_validate(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """Live validation while typing: the problems partial for the text in the form.
+
+    The same checks as saving and `validate_tools` (plus the static checks' warnings);
+    nothing is stored."""
+    tool = get_tool_or_404(name)
+    form = ToolEditForm(request.POST)
+    formset = ToolFileFormSet(request.POST, prefix=FILES_PREFIX)
+    problems: list[toolmd.Problem] = []
+    notes: list[str] = []
+    if form.is_valid() and formset.is_valid():
+        base = tool.versions.filter(number=form.cleaned_data["base"]).first()
+        try:
+            files = collect_files(form, formset, base.file_bytes() if base else {})
+        except bundle.BundleError as exc:
+            notes.append(str(exc))
+        else:
+            problems = _all_problems(tool.name, files)
+    else:
+        notes = _form_errors(form, formset)
+    context = {"tool": tool, **_problems_context(tool, problems, notes)}
+    return render(request, "editor/edit.html#problems", context)
+
+
+def _all_problems(name: str, files: Mapping[str, bytes]) -> list[toolmd.Problem]:
+    result = toolmd.validate_files(files, f"{name}/TOOL.md")
+    problems = list(result.problems)
+    if result.manifest is not None:
+        problems += staticcheck.check_tool(name, files, result.manifest)
+    return problems
+
+
+def _problems_context(
+    tool: Tool, problems: list[toolmd.Problem], notes: list[str] | None = None
+) -> dict:
+    prefix = f"{tool.name}/"
+    rows = [
+        {
+            "file": p.path.removeprefix(prefix),
+            "line": p.line,
+            "key": p.key,
+            "severity": p.severity,
+            "message": str(p),
+        }
+        for p in problems
+    ]
+    errors = [row for row in rows if row["severity"] == toolmd.ERROR]
+    return {
+        "problems": rows,
+        "problem_errors": len(errors) + len(notes or []),
+        "problem_warnings": len(rows) - len(errors),
+        "problem_notes": notes or [],
+    }
+
+
+def _form_errors(form: ToolEditForm, formset) -> list[str]:
+    notes = [
+        f"{form.fields[key].label or key}: {' '.join(errs)}"
+        for key, errs in form.errors.items()
+        if key in form.fields
+    ]
+    notes += [str(e) for e in form.non_field_errors()]
+    for index, errors in enumerate(formset.errors):
+        for key, errs in errors.items():
+            notes.append(f"file {index + 1} {key}: {' '.join(errs)}")
+    notes += [str(e) for e in formset.non_form_errors()]
+    return notes
+
+
+def _conflict(
+    request: HttpRequest,
+    tool: Tool,
+    conflict: VersionConflict,
+    form: ToolEditForm,
+    formset,
+    can_publish: bool,
+) -> HttpResponse:
+    """Someone saved since this editor opened: show both texts and a diff, save nothing.
+
+    The page carries the typed text in a form based on the newer version, so saving it is
+    a deliberate second step, never an overwrite."""
+    latest = conflict.latest
+    base = tool.versions.filter(number=conflict.base).first()
+    base_files = base.file_bytes() if base else {}
+    try:
+        mine = collect_files(form, formset, base_files)
+    except bundle.BundleError:
+        mine = {"TOOL.md": form.toolmd_bytes()}
+    data = request.POST.copy()
+    data["base"] = str(latest.number)
+    retry_form = ToolEditForm(data, can_publish=can_publish)
+    retry_formset = ToolFileFormSet(data, prefix=FILES_PREFIX)
+    sections = diff.diff_files(latest.file_bytes(), mine)
+    context = {
+        "tool": tool,
+        "latest": latest,
+        "base_number": conflict.base,
+        "newer": tool.versions.filter(number__gt=conflict.base or 0).select_related("author"),
+        "form": retry_form,
+        "formset": retry_formset,
+        "show_errors": False,
+        "sections": sections,
+        "summary": diff.summary(sections),
+        "theirs": _text_files(latest.file_bytes()),
+        "highlight_css_version": rendering.pygments_css_hash(),
+        **_problems_context(tool, []),
+    }
+    return render(request, "editor/conflict.html", context, status=409)
+
+
+def _text_files(files: Mapping[str, bytes]) -> list[tuple[str, str | None]]:
+    shown = []
+    for path in sorted(files, key=lambda p: (p != "TOOL.md", p)):
+        try:
+            shown.append((path, files[path].decode("utf-8")))
+        except UnicodeDecodeError:
+            shown.append((path, None))
+    return shown
+
+
+# --- History, diff, roll back, download ---------------------------------------------------
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_versions(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    versions = tool.versions.select_related("author").defer("files", "toolmd", "manifest")
+    page = Paginator(versions.order_by("-number"), VERSIONS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    for version in page:
+        version.state = _state(tool, version)
+        version.run_url = _run_url(tool, version.number)
+    numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
+    context = {
+        "tool": tool,
+        "page": page,
+        "numbers": numbers,
+        "diff_a": numbers[1] if len(numbers) > 1 else tool.latest_number,
+        "diff_b": tool.latest_number,
+    }
+    return render(request, "editor/versions.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_diff(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    default_a = max(1, tool.latest_number - 1)
+    form = DiffForm(
+        {"a": request.GET.get("a") or default_a, "b": request.GET.get("b") or tool.latest_number}
+    )
+    numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
+    if not form.is_valid():
+        context = {"tool": tool, "form": form, "numbers": numbers}
+        return render(request, "editor/diff.html", context, status=400)
+    a = get_object_or_404(ToolVersion, tool=tool, number=form.cleaned_data["a"])
+    b = get_object_or_404(ToolVersion, tool=tool, number=form.cleaned_data["b"])
+    sections = diff.diff_files(a.file_bytes(), b.file_bytes())
+    context = {
+        "tool": tool,
+        "form": form,
+        "numbers": numbers,
+        "a": a,
+        "b": b,
+        "sections": sections,
+        "summary": diff.summary(sections),
+        "highlight_css_version": rendering.pygments_css_hash(),
+    }
+    return render(request, "editor/diff.html", context)
+
+
+@require_POST
+@role_required(DEVELOPER)
+def tool_rollback(request: HttpRequest, name: str, number: int) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    target = _version_or_404(tool, number)
+    form = BaseVersionForm(request.POST)
+    base = form.cleaned_data["base"] if form.is_valid() else None
+    try:
+        saved = rollback(tool, target.number, actor=Actor.from_request(request), base=base)
+    except VersionConflict as exc:
+        messages.error(
+            request,
+            f"Not rolled back: version {exc.latest.number} was saved meanwhile. "
+            "Look at it first, then roll back again if you still want to.",
+        )
+    except InvalidTool as exc:  # stored under older, looser rules
+        messages.error(request, f"Version {number} is not valid any more: {exc}")
+    else:
+        if saved.created:
+            messages.success(
+                request,
+                f"Rolled back: version {saved.version.number} has the content of version {number}.",
+            )
+        else:
+            messages.info(request, f"Version {number} has the same content as the latest version.")
+    return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_download(request: HttpRequest, name: str, number: int) -> HttpResponse:
+    """A version as a zip of its folder, the format the import page and command read."""
+    tool = get_tool_or_404(name)
+    version = _version_or_404(tool, number)
+    data = bundle.zip_bytes(tool.name, version.file_bytes())
+    record(
+        Actor.from_request(request),
+        "tool.export",
+        tool,
+        f"{tool.name} v{version.number} downloaded as a zip",
+        {"version": version.number, "sha256": version.sha256},
+    )
+    response = HttpResponse(data, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{tool.name}-v{version.number}.zip"'
+    response["Cache-Control"] = "private, no-store"  # an audited download, every time
+    return response
+
+
+# --- Publish, unpublish, disable, enable (admins) -----------------------------------------
+
+
+@require_POST
+@role_required(ADMIN)
+def tool_publish(request: HttpRequest, name: str, number: int) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    version = _version_or_404(tool, number)
+    publish_version(version, actor=Actor.from_request(request))
+    note = "" if tool.enabled else " The tool is disabled: enable it to serve it to agents."
+    messages.success(request, f"Published version {version.number}.{note}")
+    return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
+
+
+@require_POST
+@role_required(ADMIN)
+def tool_unpublish(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    if tool.published_version_id is None:
+        messages.info(request, f"{tool.name} is not published.")
+    else:
+        unpublish(tool, actor=Actor.from_request(request))
+        messages.success(request, f"Unpublished {tool.name}: agents no longer get it.")
+    return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
+
+
+@require_POST
+@role_required(ADMIN)
+def tool_disable(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    set_enabled(tool, False, actor=Actor.from_request(request))
+    messages.success(request, f"Disabled {tool.name}: removed from the registry and DATA_PATH.")
+    return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
+
+
+@require_POST
+@role_required(ADMIN)
+def tool_enable(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    set_enabled(tool, True, actor=Actor.from_request(request))
+    messages.success(request, f"Enabled {tool.name}.")
+    return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
+
+
+# --- Import -------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(DEVELOPER)
+def tool_import(request: HttpRequest) -> HttpResponse:
+    can_publish = has_role(request.user, ADMIN)
+    form = ImportForm(request.POST or None, request.FILES or None, can_publish=can_publish)
+    context: dict = {"form": form}
+    if request.method != "POST":
+        return render(request, "editor/import.html", context)
+    if not form.is_valid():
+        return render(request, "editor/import.html", context, status=400)
+    upload = form.cleaned_data["file"]
+    try:
+        tools = importer.read_zip(upload)
+        lines = importer.import_tools(
+            tools,
+            actor=Actor.from_request(request),
+            publish=bool(form.cleaned_data.get("publish")),
+            origin=upload.name,
+        )
+    except importer.ZipRefused as exc:
+        form.add_error("file", f"Refused, nothing imported: {exc}.")
+        return render(request, "editor/import.html", context, status=400)
+    except importer.ImportRefused as exc:
+        context["refused"] = exc.lines
+        return render(request, "editor/import.html", context, status=422)
+    context["lines"] = lines
+    context["form"] = ImportForm(can_publish=can_publish)
+    return render(request, "editor/import.html", context)
+
+
+# --- Helpers ------------------------------------------------------------------------------
+
+
+def _latest(tool: Tool) -> ToolVersion:
+    return get_object_or_404(ToolVersion, tool=tool, number=tool.latest_number)
+
+
+def _version_or_404(tool: Tool, number: int) -> ToolVersion:
+    if not 1 <= number <= toolmd.MAX_VERSION:  # out of the column's range: no such version
+        raise Http404("No such version.")
+    return get_object_or_404(ToolVersion, tool=tool, number=number)
+
+
+def _state(tool: Tool, version: ToolVersion) -> str:
+    if version.pk == tool.published_version_id:
+        return "published" if tool.enabled else "disabled"
+    return "draft" if version.published_at is None else "superseded"
+
+
+def _run_url(tool: Tool, number: int) -> str | None:
+    """The runner's page for a version, once the runner's URLs exist."""
+    try:
+        return reverse("tool_run", args=[tool.name]) + f"?version={number}"
+    except NoReverseMatch:
+        return None
+
+
+def _redirect_back(request: HttpRequest, default: str) -> HttpResponse:
+    target = request.POST.get("next") or ""
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = default
+    return redirect(target)
+
+
+def _int(value: str | None) -> int:
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0
