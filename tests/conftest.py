@@ -43,6 +43,8 @@ def isolated_state(tmp_path: Path, settings) -> Path:
     """Every test gets its own DATA_PATH and state folders: nothing touches ./var."""
     state = tmp_path / "state"
     state.mkdir()
+    # Test users need no slow password hashing.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.DATA_PATH = tmp_path / "data"
     settings.ARTIFACTS_PATH = state / "artifacts"
     settings.RUNS_WORK_PATH = state / "runs"

@@ -174,7 +174,10 @@ def _read_entries(
                     chunks.append(chunk)
         except (zipfile.BadZipFile, RuntimeError, NotImplementedError, OSError, EOFError) as exc:
             # A CRC error here is also how zipfile reports a size the header lied about.
-            raise ZipRefused(f"{info.filename}: cannot be read from the zip ({exc})") from None
+            raise ZipRefused(
+                f"{info.filename}: cannot be read from the zip: its data does not match its "
+                f"headers ({exc})"
+            ) from None
         except ValueError as exc:  # zlib errors surface as zlib.error, a ValueError subclass
             raise ZipRefused(f"{info.filename}: damaged data in the zip ({exc})") from None
         out.append((info, b"".join(chunks)))

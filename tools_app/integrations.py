@@ -46,7 +46,7 @@ from urllib.parse import quote, quote_plus, urlsplit
 
 import yaml
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 from yaml.constructor import SafeConstructor
@@ -1046,12 +1046,7 @@ def update_integration(
     removes. With `revision`, a save made since then raises Conflict and changes nothing."""
     slug = integration if isinstance(integration, str) else integration.slug
     with transaction.atomic():
-        current = (
-            Integration.objects.select_for_update()
-            .select_related("updated_by")
-            .filter(slug=slug)
-            .first()
-        )
+        current = Integration.objects.select_for_update().filter(slug=slug).first()
         if current is None:
             raise UnknownIntegration(f"no integration with slug {slug!r}")
         if revision is not None and current.revision != revision:
@@ -1609,7 +1604,7 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
                     break
                 done.append(row)
             if done:
-                IntegrationSecret.objects.bulk_update(done, ["ciphertext", "key_id"])
+                _write_ciphertexts(done)
             rotated += len(done)
             last_pk = rows[-1].pk
     runs = _rotate_sealed_runs() if failure is None else 0
@@ -1636,6 +1631,19 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
         data={"rotated": rotated, "already_current": already, "runs": runs},
     )
     return result
+
+
+def _write_ciphertexts(rows: list[IntegrationSecret]) -> None:
+    """One parameterised UPDATE per row through executemany: much faster than
+    bulk_update's CASE expressions, and the same on SQLite and PostgreSQL."""
+    meta = IntegrationSecret._meta
+    quote = connection.ops.quote_name
+    table, pk = quote(meta.db_table), quote(meta.pk.column)
+    ciphertext, key_id = (quote(meta.get_field(f).column) for f in ("ciphertext", "key_id"))
+    # Identifiers come from the model and are quoted; values are parameters.
+    sql = f"UPDATE {table} SET {ciphertext} = %s, {key_id} = %s WHERE {pk} = %s"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [(r.ciphertext, r.key_id, r.pk) for r in rows])
 
 
 def _rotate_sealed_runs() -> int:

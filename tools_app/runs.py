@@ -39,7 +39,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tools_app import bundle, runner, schema, vault
+from tools_app import bundle, runner, schema, toolmd, vault
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
@@ -80,8 +80,25 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
+# Versions never change: their parsed manifests are kept, keyed by id and content hash.
+_manifests: dict[tuple[int, str], Manifest] = {}
+MANIFEST_CACHE_SIZE = 512
+
+
 def manifest_of(version: ToolVersion) -> Manifest:
-    return Manifest.from_dict(version.manifest)
+    """The version's manifest with its inputs in TOOL.md order (the form's order, and the
+    order of "allowed: ..." in messages). The stored JSON loses that order on PostgreSQL
+    (jsonb sorts keys), so the manifest comes from the TOOL.md text."""
+    key = (version.pk, version.sha256)
+    manifest = _manifests.get(key)
+    if manifest is None:
+        parsed = toolmd.parse_toolmd(version.toolmd)
+        # A version stored under older, looser rules: trust the stored manifest.
+        manifest = parsed.manifest or Manifest.from_dict(version.manifest)
+        if len(_manifests) >= MANIFEST_CACHE_SIZE:
+            _manifests.clear()
+        _manifests[key] = manifest
+    return manifest
 
 
 # --------------------------------------------------------------------------------------

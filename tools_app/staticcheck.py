@@ -135,15 +135,16 @@ _SH_ASSIGNED = [
 
 _NETWORK = {
     "js": [
-        (re.compile(r"(?<![\w.])fetch\s*\("), "fetch()"),
+        (re.compile(r"(?<![\w.])fetch\s*\("), "fetch()", "code"),
         (
             re.compile(
                 r"""(?:require\(\s*|from\s+|import\s*\(\s*|import\s+)['"](?:node:)?"""
                 r"""(http|https|http2|net|tls|dgram|dns|undici|axios|node-fetch|ws)['"]"""
             ),
             "the {0} module",
+            "text",
         ),
-        (re.compile(r"\bnew\s+(WebSocket|XMLHttpRequest|EventSource)\b"), "{0}"),
+        (re.compile(r"\bnew\s+(WebSocket|XMLHttpRequest|EventSource)\b"), "{0}", "code"),
     ],
     "python": [
         (
@@ -153,9 +154,14 @@ _NETWORK = {
                 re.M,
             ),
             "the {0} module",
+            "code",
         ),
-        (re.compile(r"\bfrom\s+urllib\s+import\s+[^\n]*\brequest\b"), "urllib.request"),
-        (re.compile(r"\burlopen\s*\("), "urlopen()"),
+        (
+            re.compile(r"\bfrom\s+urllib\s+import\s+[^\n]*\brequest\b"),
+            "urllib.request",
+            "code",
+        ),
+        (re.compile(r"\burlopen\s*\("), "urlopen()", "code"),
     ],
     "bash": [
         (
@@ -165,8 +171,9 @@ _NETWORK = {
                 re.M,
             ),
             "{0}",
+            "code",
         ),
-        (re.compile(r"/dev/(?:tcp|udp)/"), "/dev/tcp"),
+        (re.compile(r"/dev/(?:tcp|udp)/"), "/dev/tcp", "code"),
     ],
 }
 
@@ -176,7 +183,7 @@ class Source:
     path: str
     kind: str  # js | python | bash
     text: str  # comments blanked out, line structure kept
-    raw: str
+    code: str  # comments and string contents blanked (bash: single-quoted strings only)
 
 
 def check_tool(name: str, files: Mapping[str, bytes], manifest: Manifest) -> list[Problem]:
@@ -204,14 +211,17 @@ def _sources(files: Mapping[str, bytes], language: str) -> Iterable[Source]:
             raw = files[path].decode("utf-8-sig")
         except UnicodeDecodeError:
             continue
-        yield Source(path, kind, _blank_comments(raw, kind), raw)
+        text = _blank_comments(raw, kind)
+        code = _bash_code(text) if kind == "bash" else _blank_comments(raw, kind, strings=True)
+        yield Source(path, kind, text, code)
 
 
-def _blank_comments(text: str, kind: str) -> str:
-    """Replace comments with spaces (keeping newlines, so offsets keep their lines).
+def _blank_comments(text: str, kind: str, strings: bool = False) -> str:
+    """Replace comments (and with `strings`, the insides of string literals) with spaces,
+    keeping newlines so that offsets keep their lines.
 
-    Strings are left alone and recognised only so that `#` or `//` inside them is not
-    taken for a comment."""
+    Strings are always recognised, so that `#` or `//` inside one is not taken for a
+    comment; they are kept unless `strings` is set."""
     if kind == "js":
         pattern = (
             r"""//[^\n]*|/\*.*?\*/|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|`(?:\\.|[^`\\])*`"""
@@ -225,6 +235,9 @@ def _blank_comments(text: str, kind: str) -> str:
         token = match.group()
         if token.startswith(("#", "//", "/*")):
             return re.sub(r"[^\n]", " ", token)
+        if strings:
+            quote = 3 if token[:3] in ("'''", '"""') else 1
+            return token[:quote] + re.sub(r"[^\n]", " ", token[quote:-quote]) + token[-quote:]
         return token
 
     return re.sub(pattern, blank, text, flags=re.S | re.M)
@@ -258,7 +271,7 @@ def _env_reads(source: Source) -> dict[str, int]:
             for m in pattern.finditer(source.text):
                 add(m.group(1), m.start())
     else:
-        code = _bash_code(source.text)
+        code = source.code
         assigned = _bash_assigned(code)
         for m in _SH_ENV.finditer(code):
             var = m.group(1)
@@ -356,8 +369,9 @@ def integration_env(slugs: Iterable[str]) -> tuple[set[str], list[str]]:
 def _network_problems(name: str, sources: list[Source]) -> list[Problem]:
     problems = []
     for source in sources:
-        text = _bash_code(source.text) if source.kind == "bash" else source.text
-        for pattern, what in _NETWORK[source.kind]:
+        for pattern, what, where in _NETWORK[source.kind]:
+            # Calls are looked for outside strings; module names are strings themselves.
+            text = source.code if where == "code" else source.text
             match = pattern.search(text)
             if match is None:
                 continue

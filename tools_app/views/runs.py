@@ -245,6 +245,9 @@ def safe_filename(name: str) -> str:
 @role_required(VIEWER)
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every run, newest first, filtered by tool, status, person and how it was started."""
+    # With every worker dead there is no periodic reaper either: the list reaps too, so it
+    # never shows a dead run as running for long.
+    runs.reap_lost_runs()
     form = RunFilterForm(request.GET, tools=_tool_names(), people=_people())
     page = page_range = None
     if form.is_valid():

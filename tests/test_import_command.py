@@ -1,0 +1,137 @@
+"""`manage.py import_tools DIR_OR_ZIP [--publish]`: one line per tool, exit 0/1/2."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from tests.conftest import REPO, tool_files
+from tests.editor_support import zip_of
+from tools_app.models import AuditEvent, Tool, ToolVersion
+
+
+def _write_tool(folder: Path, name: str, **kw) -> Path:
+    path = folder / name
+    path.mkdir(parents=True)
+    for rel, data in tool_files(name, **kw).items():
+        (path / rel).write_bytes(data)
+    return path
+
+
+def _run(*args: str) -> tuple[str, int]:
+    out = io.StringIO()
+    try:
+        call_command("import_tools", *args, stdout=out)
+    except CommandError as exc:
+        return out.getvalue() + f"ERROR {exc}\n", exc.returncode
+    return out.getvalue(), 0
+
+
+def test_it_imports_a_folder_of_tools_as_drafts(db, tmp_path):
+    _write_tool(tmp_path / "tools", "alpha")
+    _write_tool(tmp_path / "tools", "beta", language="python")
+
+    out, code = _run(str(tmp_path / "tools"))
+
+    assert code == 0
+    assert out.splitlines() == ["alpha: imported v1", "beta: imported v1"]
+    assert {t.name: t.status for t in Tool.objects.all()} == {"alpha": "draft", "beta": "draft"}
+    assert ToolVersion.objects.filter(source="import", author=None).count() == 2
+    assert AuditEvent.objects.get(action="tools.import").actor == "system"
+
+
+def test_a_new_version_only_when_the_content_differs(db, tmp_path):
+    tool = _write_tool(tmp_path, "alpha")
+    assert _run(str(tool)) == ("alpha: imported v1\n", 0)
+    assert _run(str(tool)) == ("alpha: unchanged v1\n", 0)
+
+    (tool / "index.ts").write_text("export async function execute() { return {content: []}; }\n")
+    assert _run(str(tool)) == ("alpha: updated v2\n", 0)
+    assert Tool.objects.get(name="alpha").latest_number == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_publish_and_zip(tmp_path):
+    archive = tmp_path / "tools.zip"
+    entries = {f"alpha/{p}": d for p, d in tool_files("alpha").items()}
+    archive.write_bytes(zip_of(entries))
+
+    out, code = _run(str(archive), "--publish")
+
+    assert (out, code) == ("alpha: imported v1, published\n", 0)
+    assert Tool.objects.get(name="alpha").published_version.number == 1
+    assert (settings.DATA_PATH / "tools" / "alpha" / "TOOL.md").exists()
+
+
+def test_an_invalid_tool_imports_nothing_and_exits_1(db, tmp_path):
+    src = tmp_path / "src"
+    _write_tool(src, "alpha")
+    _write_tool(src, "beta", extra={"network": "maybe"})
+    (src / "not_a_tool").mkdir()
+    (src / "not_a_tool" / "notes.txt").write_text("hi")
+
+    out, code = _run(str(src))
+
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("alpha: skipped (valid, but nothing is imported")
+    assert lines[1].startswith("beta: invalid (beta/TOOL.md:")
+    assert "network" in lines[1]
+    assert lines[2].startswith("not_a_tool: invalid (not_a_tool/TOOL.md:1: TOOL.md: missing")
+    assert lines[3] == "ERROR 2 invalid tool(s); nothing imported"
+    assert not Tool.objects.exists()
+
+
+def test_a_hostile_zip_is_refused_with_exit_1(db, tmp_path):
+    archive = tmp_path / "evil.zip"
+    archive.write_bytes(zip_of({**{f"alpha/{p}": d for p, d in tool_files("alpha").items()},
+                                "../../etc/x": b"x"}))  # fmt: skip
+
+    out, code = _run(str(archive))
+
+    assert code == 1
+    assert "refused: unsafe entry '../../etc/x'" in out and "nothing imported" in out
+    assert not Tool.objects.exists()
+
+
+def test_bad_usage_exits_2(db, tmp_path):
+    assert _run(str(tmp_path / "missing"))[1] == 2
+    not_zip = tmp_path / "tools.txt"
+    not_zip.write_text("hello")
+    assert _run(str(not_zip))[1] == 2
+
+
+def test_exit_codes_from_the_command_line(tmp_path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "CONSOLE_STATE_DIR": str(tmp_path / "state"),
+        "DATA_PATH": str(tmp_path / "data"),
+    }
+
+    def manage(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), *args],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert manage("import_tools").returncode == 2  # missing argument
+    assert manage("import_tools", str(tmp_path / "nope")).returncode == 2
+    assert manage("migrate", "-v", "0").returncode == 0
+    _write_tool(tmp_path / "tools", "alpha")
+    done = manage("import_tools", str(tmp_path / "tools"))
+    assert (done.returncode, done.stdout) == (0, "alpha: imported v1\n")
+    _write_tool(tmp_path / "bad", "beta", extra={"timeout": 0})
+    assert manage("import_tools", str(tmp_path / "bad")).returncode == 1
