@@ -22,7 +22,7 @@ ALL_SCOPES = ("registry:read", "sync:read", "tools:invoke")
 def reset_api_caches() -> None:
     """Tests share one process: forget bodies, the revision and remembered tokens."""
     cache.clear()
-    conditional.reset_revision()
+    conditional.reset_local_caches()
     auth.forget_all()
 
 

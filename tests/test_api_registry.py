@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
+import time
 from pathlib import Path
 
 import pytest
 from agent_api import REPO, agent_client, import_published, reset_api_caches, valid_corpus_tools
 from django.test import Client
+from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from tools_app.api import conditional
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, Tool
 from tools_app.schema import FORMATS
@@ -348,9 +352,93 @@ def test_it_answers_with_a_constant_number_of_queries(make_tool, django_assert_m
     with django_assert_max_num_queries(4):
         response = client.get(URL, {"format": "openai"})
     assert response.json()["count"] == 200
-    # Warm: token and revision only; the body comes from the cache.
+    # Warm: at most the token and the revision (none while this process remembers them);
+    # the body comes from memory.
     with django_assert_max_num_queries(2):
         assert client.get(URL, {"format": "openai"}).status_code == 200
     with django_assert_max_num_queries(2):
         response = client.get(URL, {"format": "openai"}, headers={"If-None-Match": "*"})
     assert response.status_code == 304
+
+
+# --- compression and the per-process memory ----------------------------------------------
+
+
+def test_it_gzips_for_clients_that_accept_it(make_tool):
+    for i in range(5):
+        make_tool(f"tool_{i}", inputs=ALL_TYPES)
+    client = agent_client("registry:read")
+    plain = client.get(URL)
+    zipped = client.get(URL, headers={"Accept-Encoding": "br;q=1.0, gzip;q=0.8, *;q=0.1"})
+    assert zipped["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped.content) == plain.content
+    assert len(zipped.content) < len(plain.content) / 3
+    assert zipped["ETag"] != plain["ETag"]
+    assert "Accept-Encoding" in plain["Vary"] and "Accept-Encoding" in zipped["Vary"]
+    # Either tag names the same revision.
+    for etag in (plain["ETag"], zipped["ETag"]):
+        again = client.get(URL, headers={"If-None-Match": etag, "Accept-Encoding": "gzip"})
+        assert again.status_code == 304
+        assert again["ETag"] == zipped["ETag"]
+    refused = client.get(URL, headers={"Accept-Encoding": "gzip;q=0, identity"})
+    assert "Content-Encoding" not in refused
+    assert refused.content == plain.content
+
+
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        ("gzip", True),
+        ("deflate, gzip;q=0.5", True),
+        ("GZIP", True),
+        ("*", True),
+        ("x-gzip", True),
+        ("", False),
+        ("identity", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0.000", False),
+        ("*;q=0", False),
+        ("*, gzip;q=0", False),
+        ("gzip;q=abc", False),
+        ("gzip;" + "x" * 5000, False),
+    ],
+)
+def test_it_reads_accept_encoding(header, expected):
+    assert conditional.accepts_gzip(header) is expected
+
+
+def test_it_notices_changes_made_elsewhere_within_the_revision_ttl(make_tool, settings):
+    settings.CONSOLE_REGISTRY_REVISION_TTL = 0.3
+    make_tool("one")
+    make_tool("two")
+    client = agent_client("registry:read")
+    before = client.get(URL)["ETag"]
+    # A queryset update sends no signal, like a change made by another process.
+    Tool.objects.filter(name="two").update(enabled=False)
+    assert client.get(URL)["ETag"] == before  # this process may answer from memory...
+    time.sleep(0.4)
+    after = client.get(URL)  # ...but not for longer than the TTL
+    assert after["ETag"] != before
+    assert after.json()["count"] == 1
+
+
+def test_it_refuses_a_token_revoked_elsewhere_within_the_auth_ttl(make_tool, settings):
+    settings.CONSOLE_API_AUTH_CACHE_SECONDS = 0.3
+    client = agent_client("registry:read")
+    assert client.get(URL).status_code == 200
+    # Revoked by another process: no signal reaches this one.
+    AgentToken.objects.update(revoked_at=timezone.now())
+    time.sleep(0.4)
+    assert client.get(URL).status_code == 401
+
+
+def test_it_remembers_nothing_when_the_ttls_are_zero(make_tool, settings):
+    settings.CONSOLE_API_AUTH_CACHE_SECONDS = 0
+    settings.CONSOLE_REGISTRY_REVISION_TTL = 0
+    make_tool("one")
+    client = agent_client("registry:read")
+    before = client.get(URL)["ETag"]
+    Tool.objects.filter(name="one").update(enabled=False)
+    assert client.get(URL)["ETag"] != before
+    AgentToken.objects.update(revoked_at=timezone.now())
+    assert client.get(URL).status_code == 401

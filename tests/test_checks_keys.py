@@ -115,3 +115,18 @@ def test_it_detects_a_lying_fingerprint_by_decrypting_a_sample(db, fernet_keys):
     assert errors() == [
         "tools_app.E102: stored secrets cannot be decrypted with the configured keys: apify.token"
     ]
+
+
+def test_it_saves_nothing_while_the_keys_are_unusable(db, settings, console_admin_client):
+    settings.CONSOLE_ENCRYPTION_KEYS = ["broken-key"]
+    response = console_admin_client.post(
+        "/integrations/new/apify/", {"slug": "apify", "secret_token": SECRET}
+    )
+    assert response.status_code == 503
+    page = response.content.decode()
+    assert "Encryption keys: CONSOLE_ENCRYPTION_KEYS: key #1 is not a valid Fernet key" in page
+    assert "Nothing was saved." in page and SECRET not in page
+    assert not IntegrationSecret.objects.exists()
+    from tools_app.models import AuditEvent, Integration
+
+    assert not Integration.objects.exists() and not AuditEvent.objects.exists()

@@ -135,6 +135,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")  # building the duplicate-entry zip
 @pytest.mark.parametrize("case", HOSTILE)
 def test_hostile_zips_are_refused_and_nothing_is_imported(developer_client, case):
     build, message = HOSTILE[case]

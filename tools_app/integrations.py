@@ -148,6 +148,10 @@ class InUse(IntegrationError):
         )
 
 
+class SecretsUnavailable(IntegrationError):
+    """The encryption keys are unusable, so no secret can be stored: nothing was saved."""
+
+
 class IntegrationUnavailable(IntegrationError):
     """Raised to the runner: the run fails with this message."""
 
@@ -914,7 +918,10 @@ def _plan(
 def _store_secrets(integration: Integration, plan: _Plan, user) -> None:
     now = timezone.now()
     for name, value in plan.set_secrets.items():
-        token, kid = vault.encrypt(value)
+        try:
+            token, kid = vault.encrypt(value)
+        except vault.VaultError as exc:  # raised inside the transaction: nothing is saved
+            raise SecretsUnavailable(f"Encryption keys: {exc}. Nothing was saved.") from None
         IntegrationSecret.objects.update_or_create(
             integration=integration,
             field=name,
@@ -1466,6 +1473,7 @@ def _connection_test(
         )
     fields = itype.fields
     kinds = {f.name: f.kind for f in fields}
+    secret_names = {f.name for f in fields if f.secret}
     filled: dict[str, str] = {}
     labels: dict[str, str] = {}
     used_stored: list[str] = []
@@ -1530,9 +1538,9 @@ def _connection_test(
             timeout=TEST_TIMEOUT,
             max_body=16 * 1024,
             secret_headers=[
-                n
-                for n, t in test.headers
-                if any(kinds.get(p) and itype.field(p).secret for p in placeholders(t))
+                name
+                for name, template in test.headers
+                if any(p in secret_names for p in placeholders(template))
             ],
             transport=transport,
         )
@@ -1631,6 +1639,10 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
         data={"rotated": rotated, "already_current": already, "runs": runs},
     )
     return result
+
+
+# The name the design notes use.
+rotate = rotate_keys
 
 
 def _write_ciphertexts(rows: list[IntegrationSecret]) -> None:

@@ -326,7 +326,8 @@ def check_encryption_keys(app_configs=None, **kwargs) -> list[checks.CheckMessag
     messages += [
         checks.Error(
             problem,
-            hint="Runs needing these secrets fail until the key is restored.",
+            hint="Runs needing these secrets fail until the key is restored. If it is lost, "
+            "set the secrets again (manage.py set_integration, or the console's edit page).",
             id="tools_app.E102",
         )
         for problem in errors

@@ -160,8 +160,10 @@ function enhanceAll(root) {
 function start() {
   enhanceAll(document);
   document.addEventListener("click", jumpToProblem);
-  // Live validation swaps in a new problem list: show it in the editors.
-  document.body.addEventListener("htmx:afterSettle", applyProblems);
+  // Live validation swaps in a new problem list (an outerHTML swap, so listen on the
+  // document: the old element is gone by the time events fire on it).
+  document.addEventListener("htmx:load", applyProblems);
+  document.addEventListener("htmx:afterSettle", applyProblems);
   document.documentElement.dataset.codeEditor = "ready";
 }
 

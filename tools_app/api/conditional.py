@@ -10,7 +10,9 @@ import gzip
 import hashlib
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,11 @@ BODY_CACHE_SECONDS = 600
 REVISION_TTL = 1.0
 # (expiry on the monotonic clock, revision): one tuple, so threads see both or neither.
 _remembered: tuple[float, str] = (0.0, "")
+# Bodies kept in each process, most recently used last. Keys hold a revision, so a body is
+# never stale, only unused; 64 bounds the memory to a few registries' worth.
+MAX_LOCAL_BODIES = 64
+_bodies: OrderedDict[str, bytes] = OrderedDict()
+_bodies_lock = threading.Lock()
 # The gzip representation's ETag: the same revision, another entity.
 GZIP_SUFFIX = "-gzip"
 MAX_ACCEPT_ENCODING = 1024
@@ -137,27 +144,50 @@ def cached_json(request: HttpRequest, etag: str, build: Callable[[], Any]) -> Ht
     # Either representation's tag names the same revision, so both earn a 304.
     if none_match_hit(request, etag, f"{etag}{GZIP_SUFFIX}"):
         response = HttpResponseNotModified()
-    elif gzipped:
-        body = cache.get(f"api:body:{etag}:gzip")
-        if body is None:
-            plain = _plain_body(etag, build)
-            body = gzip.compress(plain, compresslevel=6, mtime=0)
-            cache.set(f"api:body:{etag}:gzip", body, BODY_CACHE_SECONDS)
-        response = HttpResponse(body, content_type="application/json")
-        response["Content-Encoding"] = "gzip"
     else:
-        response = HttpResponse(_plain_body(etag, build), content_type="application/json")
+        response = HttpResponse(_answer(etag, build, gzipped), content_type="application/json")
+        if gzipped:
+            response["Content-Encoding"] = "gzip"
     response["Vary"] = "Accept-Encoding"
     return with_validator(response, tag)
 
 
-def _plain_body(etag: str, build: Callable[[], Any]) -> bytes:
-    key = f"api:body:{etag}"
-    body = cache.get(key)
+def _answer(etag: str, build: Callable[[], Any], gzipped: bool) -> bytes:
+    def plain() -> bytes:
+        return _body(etag, lambda: dumps(build()))
+
+    if gzipped:
+        return _body(f"{etag}:gzip", lambda: gzip.compress(plain(), 6, mtime=0))
+    return plain()
+
+
+def _body(key: str, make: Callable[[], bytes]) -> bytes:
+    """A body by key: from this process's memory, else Django's cache, else made (once).
+
+    The process-local layer skips the cache's unpickling, a copy of a megabyte per full
+    registry answer; Django's cache lets processes share the work when it is shared."""
+    with _bodies_lock:
+        body = _bodies.get(key)
+        if body is not None:
+            _bodies.move_to_end(key)
+            return body
+    cache_key = f"api:body:{key}"
+    body = cache.get(cache_key)
     if body is None:
-        body = dumps(build())
-        cache.set(key, body, BODY_CACHE_SECONDS)
+        body = make()
+        cache.set(cache_key, body, BODY_CACHE_SECONDS)
+    with _bodies_lock:
+        _bodies[key] = body
+        while len(_bodies) > MAX_LOCAL_BODIES:
+            _bodies.popitem(last=False)
     return body
+
+
+def reset_local_caches() -> None:
+    """Forget what this process remembers (tests share one process)."""
+    reset_revision()
+    with _bodies_lock:
+        _bodies.clear()
 
 
 def accepts_gzip(header: str) -> bool:

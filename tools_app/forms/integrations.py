@@ -62,6 +62,7 @@ class IntegrationForm(forms.Form):
         super().__init__(data, initial=initial, **kwargs)
         if integration is not None:
             del self.fields["slug"]
+            self.fields["revision"].required = True
         else:
             del self.fields["revision"]
             self.fields["slug"].widget.attrs["placeholder"] = itype.slug

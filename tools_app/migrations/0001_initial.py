@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,184 +15,418 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Tool',
+            name="Tool",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64, unique=True)),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('language', models.CharField(choices=[('typescript', 'Typescript'), ('javascript', 'Javascript'), ('bash', 'Bash'), ('python', 'Python')], max_length=16)),
-                ('integration_slugs', models.CharField(blank=True, default='', max_length=1000)),
-                ('enabled', models.BooleanField(default=True)),
-                ('latest_number', models.PositiveIntegerField(default=0)),
-                ('seed_version', models.PositiveIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=64, unique=True)),
+                ("label", models.CharField(blank=True, max_length=200)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "language",
+                    models.CharField(
+                        choices=[
+                            ("typescript", "Typescript"),
+                            ("javascript", "Javascript"),
+                            ("bash", "Bash"),
+                            ("python", "Python"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("integration_slugs", models.CharField(blank=True, default="", max_length=1000)),
+                ("enabled", models.BooleanField(default=True)),
+                ("latest_number", models.PositiveIntegerField(default=0)),
+                ("seed_version", models.PositiveIntegerField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='AgentToken',
+            name="AgentToken",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(help_text='First characters, to recognise a token.', max_length=16)),
-                ('token_hash', models.CharField(editable=False, max_length=64, unique=True)),
-                ('scopes', models.JSONField(default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "prefix",
+                    models.CharField(
+                        help_text="First characters, to recognise a token.", max_length=16
+                    ),
+                ),
+                ("token_hash", models.CharField(editable=False, max_length=64, unique=True)),
+                ("scopes", models.JSONField(default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Integration',
+            name="Integration",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(max_length=64, unique=True)),
-                ('type_slug', models.CharField(max_length=64)),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('enabled', models.BooleanField(default=True)),
-                ('values', models.JSONField(blank=True, default=dict)),
-                ('custom_fields', models.JSONField(blank=True, default=list)),
-                ('revision', models.PositiveIntegerField(default=1)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("slug", models.SlugField(max_length=64, unique=True)),
+                ("type_slug", models.CharField(max_length=64)),
+                ("label", models.CharField(blank=True, max_length=200)),
+                ("enabled", models.BooleanField(default=True)),
+                ("values", models.JSONField(blank=True, default=dict)),
+                ("custom_fields", models.JSONField(blank=True, default=list)),
+                ("revision", models.PositiveIntegerField(default=1)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('timed_out', 'Timed Out'), ('lost', 'Lost')], db_index=True, default='queued', max_length=16)),
-                ('via', models.CharField(choices=[('browser', 'Browser'), ('api', 'Api'), ('command', 'Command'), ('mcp', 'Mcp')], max_length=16)),
-                ('params', models.JSONField(default=dict)),
-                ('sealed_params', models.TextField(blank=True, default='')),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('stderr_tail', models.TextField(blank=True)),
-                ('notices', models.JSONField(blank=True, default=list)),
-                ('isolation', models.CharField(blank=True, max_length=16)),
-                ('exit_code', models.IntegerField(blank=True, null=True)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('token', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tools_app.agenttoken')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tool', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='tools_app.tool')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("timed_out", "Timed Out"),
+                            ("lost", "Lost"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "via",
+                    models.CharField(
+                        choices=[
+                            ("browser", "Browser"),
+                            ("api", "Api"),
+                            ("command", "Command"),
+                            ("mcp", "Mcp"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("params", models.JSONField(default=dict)),
+                ("sealed_params", models.TextField(blank=True, default="")),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("stderr_tail", models.TextField(blank=True)),
+                ("notices", models.JSONField(blank=True, default=list)),
+                ("isolation", models.CharField(blank=True, max_length=16)),
+                ("exit_code", models.IntegerField(blank=True, null=True)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "token",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tools_app.agenttoken",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tool",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="tools_app.tool",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='RunArtifact',
+            name="RunArtifact",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('size', models.PositiveBigIntegerField()),
-                ('path', models.CharField(max_length=500)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='artifacts', to='tools_app.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255)),
+                ("size", models.PositiveBigIntegerField()),
+                ("path", models.CharField(max_length=500)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="artifacts",
+                        to="tools_app.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'name'],
+                "ordering": ["run", "name"],
             },
         ),
         migrations.CreateModel(
-            name='ToolVersion',
+            name="ToolVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('toolmd', models.TextField()),
-                ('manifest', models.JSONField()),
-                ('files', models.JSONField()),
-                ('sha256', models.CharField(max_length=64)),
-                ('size', models.PositiveIntegerField(default=0)),
-                ('source', models.CharField(choices=[('seed', 'Seed'), ('console', 'Console'), ('import', 'Import'), ('rollback', 'Rollback')], max_length=16)),
-                ('note', models.CharField(blank=True, max_length=500)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
-                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tool', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='tools_app.tool')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                ("toolmd", models.TextField()),
+                ("manifest", models.JSONField()),
+                ("files", models.JSONField()),
+                ("sha256", models.CharField(max_length=64)),
+                ("size", models.PositiveIntegerField(default=0)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("seed", "Seed"),
+                            ("console", "Console"),
+                            ("import", "Import"),
+                            ("rollback", "Rollback"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("note", models.CharField(blank=True, max_length=500)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "tool",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="tools_app.tool",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tool', '-number'],
+                "ordering": ["tool", "-number"],
             },
         ),
         migrations.AddField(
-            model_name='tool',
-            name='published_version',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tools_app.toolversion'),
+            model_name="tool",
+            name="published_version",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="tools_app.toolversion",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='version',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='tools_app.toolversion'),
+            model_name="run",
+            name="version",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="tools_app.toolversion",
+            ),
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('actor_kind', models.CharField(choices=[('user', 'User'), ('token', 'Token'), ('system', 'System')], max_length=10)),
-                ('actor', models.CharField(max_length=200)),
-                ('action', models.CharField(db_index=True, max_length=64)),
-                ('target_type', models.CharField(blank=True, max_length=64)),
-                ('target_id', models.CharField(blank=True, max_length=64)),
-                ('target', models.CharField(blank=True, max_length=200)),
-                ('summary', models.TextField(blank=True)),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('ip', models.GenericIPAddressField(blank=True, null=True)),
-                ('actor_token', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tools_app.agenttoken')),
-                ('actor_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "actor_kind",
+                    models.CharField(
+                        choices=[("user", "User"), ("token", "Token"), ("system", "System")],
+                        max_length=10,
+                    ),
+                ),
+                ("actor", models.CharField(max_length=200)),
+                ("action", models.CharField(db_index=True, max_length=64)),
+                ("target_type", models.CharField(blank=True, max_length=64)),
+                ("target_id", models.CharField(blank=True, max_length=64)),
+                ("target", models.CharField(blank=True, max_length=200)),
+                ("summary", models.TextField(blank=True)),
+                ("data", models.JSONField(blank=True, default=dict)),
+                ("ip", models.GenericIPAddressField(blank=True, null=True)),
+                (
+                    "actor_token",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="tools_app.agenttoken",
+                    ),
+                ),
+                (
+                    "actor_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['target_type', 'target_id'], name='tools_app_a_target__2f8089_idx')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [
+                    models.Index(
+                        fields=["target_type", "target_id"], name="tools_app_a_target__2f8089_idx"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='IntegrationSecret',
+            name="IntegrationSecret",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('field', models.CharField(max_length=64)),
-                ('ciphertext', models.TextField()),
-                ('set_at', models.DateTimeField()),
-                ('integration', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='secrets', to='tools_app.integration')),
-                ('set_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("field", models.CharField(max_length=64)),
+                ("ciphertext", models.TextField()),
+                ("set_at", models.DateTimeField()),
+                (
+                    "integration",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="secrets",
+                        to="tools_app.integration",
+                    ),
+                ),
+                (
+                    "set_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('integration', 'field'), name='unique_secret_field')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("integration", "field"), name="unique_secret_field"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='RunUpdate',
+            name="RunUpdate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('content', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='updates', to='tools_app.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("content", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="updates",
+                        to="tools_app.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'seq'],
-                'constraints': [models.UniqueConstraint(fields=('run', 'seq'), name='unique_run_update')],
+                "ordering": ["run", "seq"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "seq"), name="unique_run_update")
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='toolversion',
-            constraint=models.UniqueConstraint(fields=('tool', 'number'), name='unique_tool_version'),
+            model_name="toolversion",
+            constraint=models.UniqueConstraint(
+                fields=("tool", "number"), name="unique_tool_version"
+            ),
         ),
     ]

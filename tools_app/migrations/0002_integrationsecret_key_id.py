@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tools_app', '0001_initial'),
+        ("tools_app", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='integrationsecret',
-            name='key_id',
-            field=models.CharField(blank=True, db_index=True, default='', max_length=16),
+            model_name="integrationsecret",
+            name="key_id",
+            field=models.CharField(blank=True, db_index=True, default="", max_length=16),
         ),
     ]

@@ -5,29 +5,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tools_app', '0002_integrationsecret_key_id'),
+        ("tools_app", "0002_integrationsecret_key_id"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='duration',
+            model_name="run",
+            name="duration",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='timeout',
+            model_name="run",
+            name="timeout",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['tool', '-created_at'], name='run_tool_created'),
+            model_name="run",
+            index=models.Index(fields=["tool", "-created_at"], name="run_tool_created"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['user', '-created_at'], name='run_user_created'),
+            model_name="run",
+            index=models.Index(fields=["user", "-created_at"], name="run_user_created"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tools_app', '0003_run_timing'),
+        ("tools_app", "0003_run_timing"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='isolation_reason',
+            model_name="run",
+            name="isolation_reason",
             field=models.CharField(blank=True, max_length=500),
         ),
     ]

@@ -4,7 +4,6 @@ from django.conf import settings
 from django.db import models
 
 # Importing the vault registers its system checks (missing/wrong keys) and banner warnings.
-from tools_app import vault  # noqa: F401
 
 
 class IntegrationQuerySet(models.QuerySet):

@@ -103,6 +103,9 @@ def integration_create(request: HtmxHttpRequest, type_slug: str) -> HttpResponse
                 )
             except domain.InvalidIntegration as exc:
                 form.add_domain_errors(exc.errors)
+            except domain.SecretsUnavailable as exc:
+                form.add_error(None, str(exc))
+                return _form_page(request, form, itype, None, status=503)
             else:
                 messages.success(request, f"Integration {integration.slug} created.")
                 return redirect("integration", slug=integration.slug)
@@ -110,15 +113,26 @@ def integration_create(request: HtmxHttpRequest, type_slug: str) -> HttpResponse
     else:
         form = IntegrationForm(itype=itype, initial={"enabled": True})
         status = 200
+    return _form_page(request, form, itype, None, status=status)
+
+
+def _form_page(
+    request: HtmxHttpRequest,
+    form: IntegrationForm,
+    itype: domain.IntegrationType,
+    integration: Integration | None,
+    *,
+    status: int,
+) -> HttpResponse:
+    test_url = (
+        reverse("integration_test", args=[integration.slug])
+        if integration is not None
+        else reverse("integration_test_new", args=[itype.slug])
+    )
     return render(
         request,
         "integrations/form.html",
-        {
-            "form": form,
-            "itype": itype,
-            "integration": None,
-            "test_url": reverse("integration_test_new", args=[itype.slug]),
-        },
+        {"form": form, "itype": itype, "integration": integration, "test_url": test_url},
         status=status,
     )
 
@@ -177,6 +191,9 @@ def integration_edit(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             except domain.InvalidIntegration as exc:
                 form.add_domain_errors(exc.errors)
                 status = 400
+            except domain.SecretsUnavailable as exc:
+                form.add_error(None, str(exc))
+                status = 503
             except domain.UnknownIntegration as exc:
                 messages.error(request, str(exc))
                 return redirect("integrations")
@@ -187,17 +204,7 @@ def integration_edit(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             status = 400
     else:
         form = IntegrationForm(itype=itype, integration=integration)
-    return render(
-        request,
-        "integrations/form.html",
-        {
-            "form": form,
-            "itype": itype,
-            "integration": integration,
-            "test_url": reverse("integration_test", args=[integration.slug]),
-        },
-        status=status,
-    )
+    return _form_page(request, form, itype, integration, status=status)
 
 
 @sensitive_variables()
