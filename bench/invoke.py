@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.5
 WEB_WORKERS = 2
 CELERY_PROCESSES = 2
-POLL_SECONDS = 0.003
+POLL_SECONDS = 0.015
 PROTOCOL_FD = 3
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 

@@ -341,3 +341,16 @@ def test_viewers_and_strangers_cannot_edit(viewer_client, client, make_tool):
 @pytest.mark.parametrize("name", ["nope", "..", "UPPER", "a" * 70])
 def test_unknown_or_malformed_tool_names_are_404(developer_client, name):
     assert developer_client.get(f"/tools/{name}/edit/").status_code == 404
+
+
+def test_creating_never_appends_to_a_tool_someone_created_meanwhile(make_tool):
+    from tools_app.audit import Actor
+    from tools_app.versions import VersionConflict, save_version
+
+    make_tool("alpha", publish=False)
+    # tool_new saves with base=0: "no version may exist yet".
+    with pytest.raises(VersionConflict):
+        save_version(
+            "alpha", tool_templates.render("python", "alpha"), actor=Actor.system(), base=0
+        )
+    assert ToolVersion.objects.count() == 1

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from tools_app import bundle, datapath, staticcheck, toolmd  # noqa: F401
+from tools_app import bundle, datapath, toolmd
 from tools_app.audit import Actor, record
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files

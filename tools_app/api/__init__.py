@@ -4,8 +4,9 @@ One router per area, each with the token scope it needs:
 
 - registry.py: registry, tool and version endpoints (`registry:read`);
 - sync.py: the sync manifest and version bundles (`sync:read`);
-- runs.py (to come): invoke, run status and cancel (`tools:invoke`); add it below with
-  `api.add_router("/v1", runs.router)`, its router built with `TokenAuth(Scope.TOOLS_INVOKE)`.
+- runs.py: invoke, run status, cancel and artifacts (`tools:invoke`).
+
+A new area is a module with its own `Router(auth=TokenAuth(<scope>))`, added below.
 
 OpenAPI is served at /api/openapi.json and the Swagger page at /api/docs, from the static
 files django-ninja ships (no CDN). Errors are JSON everywhere: see errors.py."""
@@ -20,7 +21,8 @@ api = NinjaAPI(
     title="Tool Console agent API",
     version="1",
     description=(
-        "Agents list tools, download exact versions and mirror DATA_PATH/tools. "
+        "Agents list tools, download exact versions, mirror DATA_PATH/tools and invoke "
+        "tools through the console. "
         "Authenticate with `Authorization: Bearer <agent token>`; each endpoint names the "
         "scope it needs (`registry:read`, `sync:read`, `tools:invoke`). Errors are "
         '`{"error": "...", "detail": ...}`.'

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 from django.utils import timezone
@@ -16,6 +17,8 @@ from ninja.security import HttpBearer
 from tools_app.api.errors import Forbidden, Unauthorized
 from tools_app.models import AgentToken
 from tools_app.models.tokens import TOKEN_PREFIX, hash_token
+
+logger = logging.getLogger("tools_app.api")
 
 # last_used_at is informative; writing it on every request would turn each read into a
 # write (and serialise SQLite writers), so it moves at most once a minute per token.
@@ -89,7 +92,11 @@ def touch(token: AgentToken) -> None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         token.last_used_at = now
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        try:
+            AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        except DatabaseError:
+            # Informative only: a busy or read-only database must not fail the request.
+            logger.warning("could not record the use of token %s", token.pk, exc_info=True)
 
 
 def forget_token(sender: Any, instance: AgentToken, **kwargs: Any) -> None:

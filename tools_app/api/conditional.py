@@ -2,7 +2,8 @@
 
 Answers that list many tools are keyed by a cheap revision of the tool table: the ETag is
 derived from it, a 304 needs no serialisation at all, and the full body is serialised once
-per revision and format and then served from Django's cache."""
+per revision and format, then served from memory (each process keeps the bodies it serves
+most; Django's cache shares them between processes when it is shared)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from tools_app.models.tokens import Scope
 
 router = Router(tags=["registry"], auth=TokenAuth(Scope.REGISTRY_READ))
 
-FORMAT_VALUES = frozenset(f.value for f in Format)
+FORMAT_VALUES = tuple(f.value for f in Format)
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 # Versions never change, so what is derived from one is cached for long.
 VERSION_CACHE_SECONDS = 24 * 3600
@@ -40,8 +40,8 @@ FORMAT_PARAMETER = {
     "in": "query",
     "name": "format",
     "required": False,
-    "description": "Entry format: " + ", ".join(f.value for f in Format),
-    "schema": {"type": "string", "enum": [f.value for f in Format], "default": "native"},
+    "description": "Entry format: " + ", ".join(FORMAT_VALUES),
+    "schema": {"type": "string", "enum": list(FORMAT_VALUES), "default": "native"},
 }
 
 

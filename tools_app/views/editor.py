@@ -65,6 +65,11 @@ def tool_new(request: HttpRequest) -> HttpResponse:
                 files,
                 actor=Actor.from_request(request),
                 note=f"created from the {data['language']} template",
+                base=0,  # no version may exist yet: someone else creating it is a conflict
+            )
+        except VersionConflict:
+            form.add_error(
+                "name", f"A tool named {data['name']!r} was just created by someone else."
             )
         except (InvalidTool, ValueError) as exc:  # a label or description YAML refuses
             form.add_error(None, str(exc))
@@ -108,7 +113,8 @@ def _save(request: HttpRequest, tool: Tool, latest: ToolVersion, can_publish: bo
     form = ToolEditForm(request.POST, can_publish=can_publish)
     formset = ToolFileFormSet(request.POST, prefix=FILES_PREFIX)
     if not (form.is_valid() and formset.is_valid()):
-        return _editor(request, tool, latest, form, formset, [], status=422)
+        notes = _form_errors(form, formset)
+        return _editor(request, tool, latest, form, formset, [], status=422, notes=notes)
     data = form.cleaned_data
     base = tool.versions.filter(number=data["base"]).first()
     try:
@@ -127,7 +133,7 @@ def _save(request: HttpRequest, tool: Tool, latest: ToolVersion, can_publish: bo
         return _editor(request, tool, latest, form, formset, exc.problems, status=422)
     except bundle.BundleError as exc:
         form.add_error(None, str(exc))
-        return _editor(request, tool, latest, form, formset, [], status=422)
+        return _editor(request, tool, latest, form, formset, [], status=422, notes=[str(exc)])
 
     version = saved.version
     if not saved.created:
@@ -148,6 +154,7 @@ def _editor(
     *,
     status: int = 200,
     show_errors: bool = True,
+    notes: list[str] | None = None,
 ) -> HttpResponse:
     context = {
         "tool": tool,
@@ -155,7 +162,7 @@ def _editor(
         "form": form,
         "formset": formset,
         "show_errors": show_errors,
-        **_problems_context(tool, problems),
+        **_problems_context(tool, problems, notes),
         "run_url": _run_url(tool, latest.number),
     }
     return render(request, "editor/edit.html", context, status=status)
