@@ -22,7 +22,7 @@ fast_passwords = support.fast_passwords
 SECRET = "tok-connection-7Hq2Lm9P"
 
 
-def tester_url(slug: str | None = None, type_slug: str | None = None) -> str:
+def connection_test_url(slug: str | None = None, type_slug: str | None = None) -> str:
     if slug:
         return reverse("integration_test", args=[slug])
     return reverse("integration_test_new", args=[type_slug])
@@ -30,7 +30,7 @@ def tester_url(slug: str | None = None, type_slug: str | None = None) -> str:
 
 def test_it_tests_new_values_before_saving(console_admin_client, fake_provider):
     response = console_admin_client.post(
-        tester_url(type_slug="searxng"),
+        connection_test_url(type_slug="searxng"),
         {"slug": "searxng", "field_url": fake_provider.url + "/", "secret_token": SECRET},
         HTTP_HX_REQUEST="true",
     )
@@ -50,7 +50,9 @@ def test_it_tests_new_values_before_saving(console_admin_client, fake_provider):
 def test_it_sends_no_credential_header_for_an_unset_optional_secret(
     console_admin_client, fake_provider
 ):
-    console_admin_client.post(tester_url(type_slug="searxng"), {"field_url": fake_provider.url})
+    console_admin_client.post(
+        connection_test_url(type_slug="searxng"), {"field_url": fake_provider.url}
+    )
     assert "authorization" not in fake_provider.last.headers
 
 
@@ -58,7 +60,7 @@ def test_it_shows_the_status_and_a_redacted_excerpt_on_failure(console_admin_cli
     fake_provider.status = 401
     fake_provider.echo_authorization = True
     response = console_admin_client.post(
-        tester_url(type_slug="searxng"),
+        connection_test_url(type_slug="searxng"),
         {"field_url": fake_provider.url, "secret_token": SECRET},
         HTTP_HX_REQUEST="true",
     )
@@ -73,18 +75,19 @@ def test_it_shows_the_status_and_a_redacted_excerpt_on_failure(console_admin_cli
 def test_it_uses_the_stored_secret_when_the_field_is_empty(console_admin_client, fake_provider, db):
     support.create("searxng", values={"url": fake_provider.url}, secrets={"token": SECRET})
     response = console_admin_client.post(
-        tester_url("searxng"), {"field_url": fake_provider.url, "secret_token": ""}
+        connection_test_url("searxng"), {"field_url": fake_provider.url, "secret_token": ""}
     )
     assert "Connection works" in response.content.decode()
     assert fake_provider.last.headers["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in response.content.decode()
     # A typed secret wins over the stored one; "clear" means none.
     console_admin_client.post(
-        tester_url("searxng"), {"field_url": fake_provider.url, "secret_token": "typed-now"}
+        connection_test_url("searxng"),
+        {"field_url": fake_provider.url, "secret_token": "typed-now"},
     )
     assert fake_provider.last.headers["authorization"] == "Bearer typed-now"
     console_admin_client.post(
-        tester_url("searxng"), {"field_url": fake_provider.url, "clear_token": "on"}
+        connection_test_url("searxng"), {"field_url": fake_provider.url, "clear_token": "on"}
     )
     assert "authorization" not in fake_provider.last.headers
 
@@ -94,21 +97,21 @@ def test_it_never_sends_a_stored_secret_to_another_address(console_admin_client,
         "searxng", values={"url": "https://searx.example.org"}, secrets={"token": SECRET}
     )
     response = console_admin_client.post(
-        tester_url("searxng"), {"field_url": fake_provider.url, "secret_token": ""}
+        connection_test_url("searxng"), {"field_url": fake_provider.url, "secret_token": ""}
     )
     page = response.content.decode()
     assert "the stored token is only sent to the saved address" in page
     assert fake_provider.seen == []
     # Typing the secret again is the way to test a new address.
     console_admin_client.post(
-        tester_url("searxng"), {"field_url": fake_provider.url, "secret_token": "retyped"}
+        connection_test_url("searxng"), {"field_url": fake_provider.url, "secret_token": "retyped"}
     )
     assert fake_provider.last.headers["authorization"] == "Bearer retyped"
 
 
 def test_it_tests_openai_compatible_servers(console_admin_client, fake_provider):
     response = console_admin_client.post(
-        tester_url(type_slug="openai"),
+        connection_test_url(type_slug="openai"),
         {"field_base_url": fake_provider.url + "/v1", "secret_api_key": "sk-abc"},
     )
     assert "Connection works" in response.content.decode()
@@ -118,7 +121,7 @@ def test_it_tests_openai_compatible_servers(console_admin_client, fake_provider)
 
 def test_it_says_when_a_type_has_no_test(console_admin_client, db):
     response = console_admin_client.post(
-        tester_url(type_slug="email_db"), {"field_path": "/srv/mail.sqlite3"}
+        connection_test_url(type_slug="email_db"), {"field_path": "/srv/mail.sqlite3"}
     )
     assert "The E-mail database type has no connection test." in response.content.decode()
     assert not AuditEvent.objects.filter(action="integration.test").exists()
@@ -127,10 +130,10 @@ def test_it_says_when_a_type_has_no_test(console_admin_client, db):
 
 
 def test_it_asks_for_missing_values_and_validates_them_first(console_admin_client, fake_provider):
-    page = console_admin_client.post(tester_url(type_slug="apify"), {}).content.decode()
+    page = console_admin_client.post(connection_test_url(type_slug="apify"), {}).content.decode()
     assert "Not tested: fill in API token first." in page
     page = console_admin_client.post(
-        tester_url(type_slug="searxng"), {"field_url": "file:///etc/passwd"}
+        connection_test_url(type_slug="searxng"), {"field_url": "file:///etc/passwd"}
     ).content.decode()
     assert "Not tested: Base URL must be an http:// or https:// URL" in page
     assert fake_provider.seen == []
@@ -139,7 +142,7 @@ def test_it_asks_for_missing_values_and_validates_them_first(console_admin_clien
 def test_it_reports_an_unreachable_provider(console_admin_client, fake_provider):
     dead = fake_provider.url.rsplit(":", 1)[0] + ":9"  # discard port: nothing listens
     page = console_admin_client.post(
-        tester_url(type_slug="searxng"), {"field_url": dead, "secret_token": SECRET}
+        connection_test_url(type_slug="searxng"), {"field_url": dead, "secret_token": SECRET}
     ).content.decode()
     assert "Request failed: could not connect to 127.0.0.1" in page
     assert SECRET not in page
@@ -147,7 +150,7 @@ def test_it_reports_an_unreachable_provider(console_admin_client, fake_provider)
 
 def test_it_renders_a_full_page_without_htmx(console_admin_client, fake_provider):
     page = console_admin_client.post(
-        tester_url(type_slug="searxng"), {"field_url": fake_provider.url}
+        connection_test_url(type_slug="searxng"), {"field_url": fake_provider.url}
     ).content.decode()
     assert "<html" in page and "Connection test: SearXNG" in page
 
