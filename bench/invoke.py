@@ -10,8 +10,8 @@ Celery worker with two worker processes, on Redis when one answers on 127.0.0.1:
 
 - direct: `node harness.mjs index.ts CONFIG` with the params on stdin, as the runner starts
   it, timed from spawn to exit;
-- api: POST /api/v1/tools/trivial/invoke, then GET /api/v1/runs/<id> every few ms until
-  the run has ended, timed from the POST to the answer that shows the result.
+- api: POST /api/v1/tools/trivial/invoke, then GET /api/v1/runs/<id>?wait=25 (long
+  polling) until the run has ended, timed from the POST to the answer with the result.
 
 Both are measured interleaved (`--runs` each) so drift in machine load hits them alike;
 the medians and their ratio are reported (target: ratio <= 1.5). Then `--throughput-runs`
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.5
 WEB_WORKERS = 2
 CELERY_PROCESSES = 2
-POLL_SECONDS = 0.015
+LONG_POLL = 25
 PROTOCOL_FD = 3
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
@@ -260,12 +260,14 @@ class Api:
         return body["run"]
 
     def wait(self, run_id: str, timeout: float = 120) -> dict:
+        """Long-poll (?wait=) until the run has ended, as an agent would."""
         deadline = time.monotonic() + timeout
+        after = 0
         while time.monotonic() < deadline:
-            _, body = self.call("GET", f"/api/v1/runs/{run_id}")
+            _, body = self.call("GET", f"/api/v1/runs/{run_id}?wait={LONG_POLL}&after={after}")
             if body["status"] not in ("queued", "running"):
                 return body
-            time.sleep(POLL_SECONDS)
+            after = max([after, *(update["seq"] for update in body["updates"])])
         raise SystemExit(f"run {run_id} did not end within {timeout} s (is the worker up?)")
 
 

@@ -172,6 +172,8 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_queue),
         "processed_folder": str(_processed),
         "store_processed": False,
+        # kombu polls the folder once a second by default: every run would wait for it.
+        "polling_interval": 0.1,
     }
 CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_TASK_DEFAULT_QUEUE", "console")
 CELERY_TASK_IGNORE_RESULT = True
@@ -190,7 +192,9 @@ CELERY_BEAT_SCHEDULE = {
 RUNNER_MEMORY_MB = envint("CONSOLE_RUNNER_MEMORY_MB", "512")
 RUNNER_MAX_PROCESSES = envint("CONSOLE_RUNNER_MAX_PROCESSES", "64")
 RUNNER_GRACE_SECONDS = float(os.getenv("CONSOLE_RUNNER_GRACE_SECONDS", "5"))
-RUN_HEARTBEAT_SECONDS = 5
+RUN_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_RUN_HEARTBEAT_SECONDS", "5"))
+# Host folders every tool may read (read-only), e.g. where audio files to convert live.
+TOOL_INPUT_DIRS = envlist("CONSOLE_TOOL_INPUT_DIRS", "")
 RUN_LOST_AFTER_SECONDS = envint("CONSOLE_RUN_LOST_AFTER_SECONDS", "30")
 
 LOGGING = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -231,3 +232,38 @@ def test_the_openapi_document_lists_the_run_endpoints():
     assert "/api/v1/runs/{run_id}" in paths
     assert "/api/v1/runs/{run_id}/cancel" in paths
     assert "/api/v1/runs/{run_id}/artifacts/{artifact_id}" in paths
+
+
+def test_long_polling_answers_at_once_when_there_is_news(fetch):
+    _, client = agent()
+    run = _started(client)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+
+    began = time.monotonic()
+    body = client.get(f"/api/v1/runs/{run.pk}?wait=20").json()
+
+    assert body["status"] == "cancelled" and time.monotonic() - began < 2
+
+
+def test_long_polling_answers_at_once_for_a_new_update(fetch):
+    _, client = agent()
+    run = _started(client)
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=now, heartbeat_at=now)
+    RunUpdate.objects.create(run=run, seq=1, content=[{"type": "text", "text": "hi"}])
+
+    began = time.monotonic()
+    body = client.get(f"/api/v1/runs/{run.pk}?wait=20").json()
+    assert [u["seq"] for u in body["updates"]] == [1] and time.monotonic() - began < 2
+
+
+def test_long_polling_gives_up_after_the_wait(fetch):
+    _, client = agent()
+    run = _started(client)
+
+    began = time.monotonic()
+    body = client.get(f"/api/v1/runs/{run.pk}?wait=0.4").json()
+
+    assert body["status"] == "queued" and 0.35 < time.monotonic() - began < 3
+    assert client.get(f"/api/v1/runs/{run.pk}?wait=31").status_code == 422
+    assert client.get(f"/api/v1/runs/{run.pk}?wait=nan").status_code == 422

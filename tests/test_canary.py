@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import sqlite3
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -272,10 +273,10 @@ def raw_database(settings) -> bytes:
     if connection.vendor == "sqlite":
         name = str(connection.settings_dict["NAME"])
         if name and "memory" not in name and Path(name).exists():
-            data = Path(name).read_bytes()
-            for extra in Path(name).parent.glob(Path(name).name + "-*"):
-                data += extra.read_bytes()
-            return data
+            # Read in a child process: opening and closing the file here would drop this
+            # process's POSIX locks on it (fcntl semantics) and corrupt SQLite's locking.
+            files = [name, *map(str, Path(name).parent.glob(Path(name).name + "-*"))]
+            return subprocess.run(["cat", *files], capture_output=True, check=True).stdout
         connection.ensure_connection()
         copy_path = Path(settings.DATA_PATH).parent / "database-copy.sqlite3"
         target = sqlite3.connect(copy_path)

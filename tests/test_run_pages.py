@@ -174,6 +174,8 @@ def test_it_starts_a_run_from_raw_json(developer_client, search):
     [
         ("{nope", ["Not valid JSON: Expecting property name enclosed in double quotes"]),
         ("[1, 2]", ["The params must be a JSON object"]),
+        ("[" * 100_000 + "]" * 100_000, ["Not usable JSON"]),
+        ('{"limit": ' + "9" * 5000 + "}", ["Not usable JSON"]),
         (
             '{"limit": "ten", "other": 1}',
             ["limit: must be an integer", "other: unknown parameter", "query: is required"],
@@ -274,6 +276,9 @@ def test_the_live_partial_sends_only_new_updates(developer_client, search, devel
     assert 'hx-swap-oob="beforeend:#run-updates"' in html
     assert f'hx-get="{url}?after=3"' in html and "every 500ms" in html
     assert "<html" not in html
+    # A garbage number is read as 0: every update again, never an error.
+    again = developer_client.get(url + "?after=abc", headers={"HX-Request": "true"})
+    assert again.status_code == 200 and "one" in again.content.decode()
 
 
 def test_the_live_partial_stops_polling_when_the_run_ends(developer_client, search, developer):

@@ -102,6 +102,7 @@ def test_it_reads_params_from_stdin_and_masks_sensitive_ones(greet, monkeypatch)
         (["../etc"], "no tool is named"),
         (["greet", "--version", "7"], "greet has no version 7"),
         (["greet", "--params", "{nope"], "--params is not valid JSON"),
+        (["greet", "--params", "[" * 100_000 + "]" * 100_000], "--params is not usable JSON"),
         (["greet", "--params", '{"fail": "yes", "x": 1}'], "invalid params"),
         (["greet", "--params", '{"name": "A"}', "--timeout", "0"], "--timeout must be"),
     ],

@@ -342,3 +342,40 @@ def test_it_records_no_reason_under_bwrap(echo, monkeypatch):
     run = runs.execute_run(start(echo, {"name": "Ada"}).pk)
     assert run.isolation == "bwrap" and run.isolation_reason == ""
     assert runs.isolation_warnings() == []
+
+
+def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, settings):
+    """The sandbox sees only the tool folder, plus the declared integrations' path fields,
+    bound read-only: the seed email_db tool reads a database that lives elsewhere."""
+    import sqlite3
+
+    from django.core.management import call_command
+
+    from tests.conftest import REPO
+    from tools_app.models import Tool
+    from tools_app.sync import sync_tools
+
+    archive = tmp_path / "mail" / "archive.sqlite3"
+    archive.parent.mkdir()
+    with sqlite3.connect(archive) as conn:
+        conn.execute("create table messages (id integer primary key, subject text)")
+        conn.executemany("insert into messages (subject) values (?)", [("hi",), ("re: hi",)])
+    conn.close()
+    settings.INTEGRATION_TYPES_PATH = REPO / "seed" / "integrations"
+    call_command("set_integration", "email_db", "--type", "email_db", "--field", f"path={archive}")
+    sync_tools(REPO / "seed" / "tools")
+    version = Tool.objects.get(name="email_db").published_version
+
+    run = runs.start_run(
+        version,
+        {"sql": "select count(*) as n from messages"},
+        actor=Actor.system(),
+        via=RunVia.COMMAND,
+        enqueue=False,
+    )
+    run = runs.execute_run(run.pk)
+
+    assert run.status == RunStatus.SUCCEEDED, (run.error, run.result)
+    assert "2" in run.result["content"][0]["text"]
+    with sqlite3.connect(archive) as conn:  # unchanged: the bind is read-only
+        assert conn.execute("select count(*) from messages").fetchone() == (2,)

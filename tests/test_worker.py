@@ -77,6 +77,28 @@ def test_it_runs_a_typescript_tool_end_to_end(worker, make_tool):
     assert run.sealed_params == ""  # the sealed secret does not outlive the start
 
 
+def test_an_agent_long_polls_a_run_to_its_end(worker, make_tool):
+    make_tool("sleepy", language="python", source=SLEEPY_PY, inputs=SECONDS)
+    _, raw = AgentToken.issue("agent", [Scope.TOOLS_INVOKE])
+    api = Client(headers={"Authorization": f"Bearer {raw}"})
+    invoked = api.post(
+        "/api/v1/tools/sleepy/invoke", {"params": {"seconds": 1}}, content_type="application/json"
+    ).json()
+
+    # Each answer comes when something happened: a new status or update, or the end.
+    seen, after, status = [], 0, "queued"
+    for _ in range(40):
+        body = api.get(f"{invoked['url']}?wait=25&after={after}").json()
+        seen.append(body["status"])
+        after = max([after, *(u["seq"] for u in body["updates"])])
+        status = body["status"]
+        if status not in ("queued", "running"):
+            break
+
+    assert status == RunStatus.SUCCEEDED and after == 1
+    assert len(seen) <= 5
+
+
 def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):
     sleepy = make_tool("sleepy", language="python", source=SLEEPY_PY, inputs=SECONDS)
     quick = make_tool("quick", language="python", source=QUICK_PY)

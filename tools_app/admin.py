@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django.db import DataError, NotSupportedError, transaction
 from django.db.models import F, QuerySet
 from django.http import HttpRequest
 
@@ -30,7 +33,36 @@ from tools_app.models import (
 from tools_app.versions import set_enabled
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class CheckedChangeList(ChangeList):
+    """A list whose query string is checked like Django checks most of it: a lookup the
+    database cannot run is a bad request (admin redirects to ?e=1), not a 500.
+
+    Django admin lets the URL filter any field of the model. It catches most bad values,
+    but these reached the database or the date hierarchy as 500s: a date part out of range
+    (?created_at__year=99999), a huge day (OverflowError), a NUL byte in a search on
+    PostgreSQL, a JSON lookup SQLite cannot run (?scopes__contains=x)."""
+
+    def get_filters(self, request: HttpRequest):
+        try:
+            return super().get_filters(request)
+        except OverflowError as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+    def get_results(self, request: HttpRequest) -> None:
+        try:
+            # A savepoint, so a refused query leaves any surrounding transaction usable.
+            with transaction.atomic(using=self.queryset.db):
+                super().get_results(request)
+        except (ValueError, OverflowError, DataError, NotSupportedError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+
+class ConsoleAdmin(admin.ModelAdmin):
+    def get_changelist(self, request: HttpRequest, **kwargs):
+        return CheckedChangeList
+
+
+class ReadOnlyAdmin(ConsoleAdmin):
     """Viewable by staff with the view permission; nobody adds, changes or deletes, not
     even superusers (who otherwise pass every permission check)."""
 
@@ -77,7 +109,7 @@ def _describe(message: str | list) -> str:
     return "; ".join(parts) or "no fields changed"
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdmin(ConsoleAdmin):
     """Writes an audit event for every add, change and delete done through admin, next to
     Django's own LogEntry (which is not append-only and records no IP)."""
 
@@ -140,7 +172,7 @@ class ToolVersionInline(ReadOnlyInline):
 
 
 @admin.register(Tool)
-class ToolAdmin(admin.ModelAdmin):
+class ToolAdmin(ConsoleAdmin):
     list_display = ("name", "label", "language", "enabled", "latest_number", "published_number")
     list_filter = ("language", "enabled")
     search_fields = ("name", "description")

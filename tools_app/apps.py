@@ -7,7 +7,7 @@ class ToolsAppConfig(AppConfig):
     verbose_name = "Tool Console"
 
     def ready(self) -> None:
-        from tools_app import checks, staticcheck, vault  # noqa: F401  (register checks)
+        from tools_app import checks, runs, staticcheck, vault  # noqa: F401  (register checks)
         from tools_app.roles import ensure_groups
 
         post_migrate.connect(ensure_groups, sender=self)

@@ -117,13 +117,20 @@ def request(
             follow_redirects=False, trust_env=True, transport=transport, timeout=timeout
         ) as client:
             while True:
-                request_ = client.build_request(
-                    method,
-                    current,
-                    headers=send_headers,
-                    content=content,
-                    timeout=httpx.Timeout(remaining()),
-                )
+                try:
+                    request_ = client.build_request(
+                        method,
+                        current,
+                        headers=send_headers,
+                        content=content,
+                        timeout=httpx.Timeout(remaining()),
+                    )
+                except UnicodeEncodeError:
+                    # Never the value itself in the message: it may be a secret.
+                    raise HttpError(
+                        "a header value holds characters HTTP headers cannot carry "
+                        "(only ASCII is allowed)"
+                    ) from None
                 response = client.send(request_, stream=True)
                 try:
                     location = response.headers.get("location")

@@ -1674,3 +1674,16 @@ def _rotate_sealed_runs() -> int:
         # Only if unchanged meanwhile (the run may have started and cleared it).
         count += Run.objects.filter(pk=pk, sealed_params=sealed).update(sealed_params=new)
     return count
+
+
+def readable_paths_for(slugs: Iterable[str]) -> list[Path]:
+    """Host paths a tool declaring `slugs` may read: the values of the declared, enabled
+    integrations' `path` fields (e.g. the e-mail database). The runner binds them
+    read-only into the sandbox, which otherwise sees only the tool's own folder."""
+    paths: list[Path] = []
+    for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
+        for spec in fields_of(integration):
+            value = (integration.values or {}).get(spec.name) or spec.default
+            if spec.kind == "path" and not spec.secret and value:
+                paths.append(Path(value))
+    return paths

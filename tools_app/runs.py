@@ -281,9 +281,21 @@ def _execute(
         network=manifest.network,
         limits=limits_for(manifest, run.timeout),
         work_root=root,
+        ro_binds=readable_paths(manifest.integrations),
     )
     outcome = Supervisor(run, request, on_progress).run()
     _finish(run, outcome)
+
+
+def readable_paths(slugs: tuple[str, ...] | list[str]) -> tuple[Path, ...]:
+    """Host paths the sandbox may read: shared input folders from settings and the
+    declared integrations' path fields (bound read-only by the runner)."""
+    from tools_app import integrations
+
+    paths = [Path(p) for p in settings.TOOL_INPUT_DIRS]
+    if slugs:
+        paths += integrations.readable_paths_for(slugs)
+    return tuple(paths)
 
 
 def integration_environment(slugs: tuple[str, ...] | list[str]) -> tuple[dict, dict]:

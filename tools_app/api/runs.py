@@ -5,10 +5,12 @@ for a run that does not exist, so run ids cannot be probed."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from ninja import Query, Router, Schema
@@ -19,8 +21,8 @@ from tools_app.api.common import visible_tool, visible_version
 from tools_app.api.errors import ApiError
 from tools_app.api.schemas import ErrorOut
 from tools_app.audit import Actor
-from tools_app.models import Run, RunArtifact
-from tools_app.models.runs import RunVia
+from tools_app.models import Run, RunArtifact, RunUpdate
+from tools_app.models.runs import FINISHED, RunVia
 from tools_app.models.tokens import Scope
 from tools_app.toolmd import MAX_VERSION
 from tools_app.views.runs import artifact_response
@@ -28,6 +30,12 @@ from tools_app.views.runs import artifact_response
 router = Router(tags=["runs"], auth=TokenAuth(Scope.TOOLS_INVOKE))
 
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+# Long polling (GET /runs/{id}?wait=S): the longest wait, and how often the database is
+# asked meanwhile (every MIN seconds at first, then growing to MAX).
+MAX_WAIT = 30.0
+WAIT_POLL_MIN = 0.01
+WAIT_FAST_SECONDS = 1.0
+WAIT_POLL_MAX = 0.1
 
 
 class InvokeIn(Schema):
@@ -132,6 +140,33 @@ def _own_run(request: HttpRequest, run_id: str) -> Run:
     return runs.reap_if_stale(run)
 
 
+def _news(run: Run, status: str, after: int) -> bool:
+    """Has the run ended, left `status`, or an update after `after`? One query."""
+    row = (
+        Run.objects.filter(pk=run.pk)
+        .annotate(fresh=Exists(RunUpdate.objects.filter(run=OuterRef("pk"), seq__gt=after)))
+        .values_list("status", "fresh")
+        .first()
+    )
+    return row is None or row[0] != status or row[0] in FINISHED or row[1]
+
+
+def _wait_for_news(run: Run, after: int, seconds: float) -> None:
+    """Look every WAIT_POLL_MIN seconds during the first WAIT_FAST_SECONDS (most runs are
+    short and an agent waits for each), then less and less often, up to WAIT_POLL_MAX, so
+    a long wait costs a few cheap queries a second."""
+    started = time.monotonic()
+    deadline = started + seconds
+    pause = WAIT_POLL_MIN
+    while time.monotonic() + pause < deadline:
+        time.sleep(pause)
+        if _news(run, run.status, after):
+            return
+        if time.monotonic() - started > WAIT_FAST_SECONDS:
+            pause = min(pause * 1.5, WAIT_POLL_MAX)
+    time.sleep(max(0.0, deadline - time.monotonic()))
+
+
 @router.get(
     "/runs/{run_id}",
     response={200: RunOut, **ERRORS},
@@ -139,10 +174,18 @@ def _own_run(request: HttpRequest, run_id: str) -> Run:
     summary="A run's status, progress updates, result and artifacts",
 )
 def run_status(
-    request: HttpRequest, run_id: str, after: int = Query(0, ge=0, le=2**31 - 1)
+    request: HttpRequest,
+    run_id: str,
+    after: int = Query(0, ge=0, le=2**31 - 1),
+    wait: float = Query(0, ge=0, le=MAX_WAIT),
 ) -> dict[str, Any]:
-    """`after=N` returns only the updates with `seq` > N, for cheap polling."""
+    """`after=N` returns only the updates with `seq` > N, for cheap polling. `wait=S`
+    (up to 30 s) long-polls: the answer comes as soon as the run has ended, changed
+    status or has an update after N, or after S seconds with no news."""
     run = _own_run(request, run_id)
+    if wait and not run.is_finished and not _news(run, run.status, after):
+        _wait_for_news(run, after, wait)
+        run = _own_run(request, run_id)
     # Updates after the status, so a finished status comes with every update.
     updates = run.updates.filter(seq__gt=after).values_list("seq", "created_at", "content")
     artifacts = run.artifacts.all() if run.is_finished else []

@@ -15,10 +15,18 @@ from tools_app.api.errors import error_response
 
 def json_errors(view: Callable) -> Callable:
     """Ninja answers a wrong method with a plain-text 405, and its root view (kept for
-    reverse()) raises Http404 outside its handlers; agents get JSON everywhere."""
+    reverse()) raises Http404 outside its handlers; agents get JSON everywhere.
 
-    @wraps(view)  # keeps csrf_exempt, which ninja sets on its views
+    Ninja marks its operations csrf_exempt (they take bearer tokens, not cookies), but not
+    its schema, docs and root pages: a POST there met Django's HTML CSRF page. Those pages
+    only read, so they answer any other method with a JSON 405 instead."""
+    read_only = not getattr(view, "csrf_exempt", False)
+
+    @csrf_exempt
+    @wraps(view)
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if read_only and request.method not in ("GET", "HEAD"):
+            return method_not_allowed("GET, HEAD")
         try:
             response = view(request, *args, **kwargs)
         except Http404:
@@ -42,13 +50,17 @@ def _wrapped(patterns: list) -> list:
     return patterns
 
 
+def method_not_allowed(allowed: str) -> JsonResponse:
+    response = error_response(405, "method not allowed", f"allowed: {allowed}")
+    response["Allow"] = allowed
+    return response
+
+
 @csrf_exempt  # changes nothing; a JSON answer to any method beats a CSRF page
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness for load balancers and the benchmark's baseline: no auth, no database."""
     if request.method not in ("GET", "HEAD"):
-        response = error_response(405, "method not allowed", "allowed: GET, HEAD")
-        response["Allow"] = "GET, HEAD"
-        return response
+        return method_not_allowed("GET, HEAD")
     return JsonResponse({"ok": True})
 
 

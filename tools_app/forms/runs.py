@@ -107,6 +107,11 @@ class RawParamsForm(forms.Form):
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
+        except (ValueError, RecursionError):
+            # Numbers past Python's digit limit, arrays nested thousands deep.
+            raise forms.ValidationError(
+                "Not usable JSON: a number is too long or the nesting is too deep."
+            ) from None
         if not isinstance(value, dict):
             raise forms.ValidationError('The params must be a JSON object: {"name": value}.')
         return value

@@ -20,6 +20,7 @@ from tools_app.audit import Actor
 from tools_app.forms.integrations import DeleteForm, IntegrationForm
 from tools_app.models import AuditEvent, Integration, Tool
 from tools_app.roles import ADMIN, VIEWER, has_role, role_required
+from tools_app.toolmd import NAME_RE
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -319,7 +320,8 @@ def integration_environment(request: HtmxHttpRequest) -> HttpResponse:
     wanted = request.GET.get("tool", "").strip()
     tools = Tool.objects.select_related("published_version").exclude(integration_slugs="")
     if wanted:
-        tools = tools.filter(name=wanted)
+        # A name no tool can have (NUL bytes, which PostgreSQL refuses) finds nothing.
+        tools = tools.filter(name=wanted) if NAME_RE.fullmatch(wanted) else tools.none()
     rows = [{"tool": t, "items": domain.env_preview(t)} for t in tools]
     return render(
         request,

@@ -35,6 +35,8 @@ RESULTS_TARGET = "run-results"
 # How often the run page asks for news while the run is active.
 POLL_INTERVAL = "500ms"
 VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")
+# Update numbers: at most max_updates per run, so nine digits are plenty.
+SEQ_PARAM_RE = re.compile(r"[0-9]{1,9}")
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -147,8 +149,16 @@ def _run_or_404(run_id: uuid.UUID) -> Run:
     return runs.reap_if_stale(run)
 
 
+def seq_param(raw: str | None) -> int:
+    """An update sequence number from the query or a form; garbage counts as 0 (the page
+    then simply gets every update again)."""
+    if raw is None or not SEQ_PARAM_RE.fullmatch(raw):
+        return 0
+    return int(raw)
+
+
 def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> dict:
-    last_seq = updates[-1].seq if updates else int(request.GET.get("after") or 0)
+    last_seq = updates[-1].seq if updates else seq_param(request.GET.get("after"))
     return {
         "run": run,
         "updates": updates,
@@ -180,10 +190,7 @@ def run_updates(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """What changed since update ?after=N: the new updates (appended out of band) and the
     live part again. Once the run has ended the live part comes back without its polling
     trigger, so the page stops asking."""
-    try:
-        after = max(0, int(request.GET.get("after") or 0))
-    except ValueError:
-        after = 0
+    after = seq_param(request.GET.get("after"))
     run = _run_or_404(run_id)
     # The status was read first: if it says finished, every update is already stored.
     updates = list(run.updates.filter(seq__gt=after))
@@ -200,7 +207,7 @@ def run_cancel(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     runs.cancel_run(run, Actor.from_request(request))
     if request.htmx:
         context = _live_context(request, run, [])
-        context["last_seq"] = int(request.POST.get("after") or 0)
+        context["last_seq"] = seq_param(request.POST.get("after"))
         return render(request, "runs/detail.html#live", context)
     return redirect("run", run_id=run.pk)
 

@@ -114,6 +114,11 @@ class Command(BaseCommand):
                 f"--params is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
                 returncode=2,
             ) from None
+        except (ValueError, RecursionError):
+            raise CommandError(
+                "--params is not usable JSON: a number is too long or the nesting is too deep",
+                returncode=2,
+            ) from None
 
     def _progress(self, content: list[dict[str, Any]]) -> None:
         texts = [block.get("text", "") for block in content if block.get("type") == "text"]
