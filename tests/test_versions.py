@@ -149,3 +149,15 @@ def test_filters_by_integration_and_search(make_tool):
     assert [t.name for t in Tool.objects.using_integration("email_db")] == ["beta"]
     assert [t.name for t in Tool.objects.search("web")] == ["alpha"]
     assert [t.name for t in Tool.objects.search("GAMMA")] == ["gamma"]
+
+
+def test_it_keeps_the_order_of_inputs_on_every_database(db):
+    inputs = {
+        "zeta": {"type": "string", "description": "First in the file."},
+        "alpha": {"type": "integer", "description": "Second.", "optional": True},
+        "mid": {"type": "boolean", "description": "Third.", "optional": True},
+    }
+    saved = save_version("ordered", tool_files("ordered", inputs=inputs), actor=SYSTEM)
+
+    version = ToolVersion.objects.get(pk=saved.version.pk)  # read back from the database
+    assert list(version.manifest["inputs"]) == ["zeta", "alpha", "mid"]

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from tools_app.models.fields import OrderedJSONField
+
 
 class Language(models.TextChoices):
     TYPESCRIPT = "typescript"
@@ -90,7 +92,7 @@ class ToolVersion(models.Model):
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     toolmd = models.TextField()
-    manifest = models.JSONField()
+    manifest = OrderedJSONField()
     # path -> text, or path -> {"base64": ...} for files that are not UTF-8.
     files = models.JSONField()
     sha256 = models.CharField(max_length=64)
