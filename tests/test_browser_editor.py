@@ -7,16 +7,13 @@ Screenshots go to test-artifacts/."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
-from django.test import Client
 
+from tests.browser_support import ARTIFACTS, browser_context, require
 from tests.conftest import REPO, tool_files
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, Tool
@@ -24,64 +21,24 @@ from tools_app.versions import save_version
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 BUILD = REPO / "static" / "build" / "editor.js"
-ARTIFACTS = REPO / "test-artifacts"
 BODY = (
     "# Demo\n\n## Authentication\n\nNone.\n\n## Usage\n\nCall it.\n\n## Examples\n\n"
     "```json\n{}\n```\n\n## Errors\n\nNone.\n\n## Notes\n\nNone.\n"
 )
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 @pytest.fixture
-def admin_page(live_server, console_admin, monkeypatch) -> Iterator:
-    for missing, why in (
-        (not Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)"),
-        (not BUILD.exists(), "static/build/editor.js is not built (npm ci && npm run build)"),
-    ):
-        if missing:
-            if _in_ci():
-                pytest.fail(why)
-            pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls made by
-    # fixtures and assertions are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(exist_ok=True)
-    client = Client()
-    client.force_login(console_admin)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(
-            base_url=live_server.url, viewport={"width": 1400, "height": 1000}
-        )
-        context.set_default_timeout(20_000)
-        context.add_cookies(
-            [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}]
-        )
+def admin_page(live_server, console_admin) -> Iterator:
+    require(not BUILD.exists(), "static/build/editor.js is not built (npm ci && npm run build)")
+    with browser_context(
+        live_server, user=console_admin, viewport={"width": 1400, "height": 1000}
+    ) as context:
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
-        assert errors == [], f"JavaScript errors: {errors}"
+        yield page
+    assert errors == [], f"JavaScript errors: {errors}"
 
 
 def _registry(live_server, token: str) -> httpx.Response:

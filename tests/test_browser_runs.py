@@ -7,28 +7,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
-from worker_fixtures import in_ci, wait_for_run
+from worker_fixtures import wait_for_run
 
+from tests.browser_support import ARTIFACTS, browser_context
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
 from tools_app.roles import DEVELOPER, ensure_groups
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 PASSWORD = "browser-test-pw-71"
 
 COUNTER_TS = """
@@ -69,28 +59,11 @@ def developer_login(settings) -> tuple[str, str]:
 
 
 @pytest.fixture
-def browser_page(live_server, monkeypatch) -> Iterator:
-    if not Path(CHROMIUM).exists():
-        if in_ci():
-            pytest.fail(f"{CHROMIUM} is missing (Debian package chromium)")
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of fixtures
-    # and assertions are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(
-            base_url=live_server.url, viewport={"width": 1200, "height": 1000}
-        )
-        context.set_default_timeout(30_000)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+def browser_page(live_server) -> Iterator:
+    with browser_context(
+        live_server, viewport={"width": 1200, "height": 1000}, timeout_ms=30_000
+    ) as context:
+        yield context.new_page()
 
 
 def test_it_runs_a_tool_live_and_cancels_a_long_run(

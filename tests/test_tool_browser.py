@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
-from django.test import Client
 
+from tests.browser_support import browser_context
 from tests.test_tool_list import bulk_tools
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
 
 @pytest.fixture
-def page(live_server, viewer, monkeypatch) -> Iterator:
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing (Debian package chromium)")
-        pytest.skip("Chromium is missing (Debian package chromium)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls made by
-    # fixtures and teardown are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    client = Client()
-    client.force_login(viewer)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        context = browser.new_context(base_url=live_server.url)
-        context.add_cookies(
-            [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}]
-        )
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+def page(live_server, viewer) -> Iterator:
+    with browser_context(live_server, user=viewer) as context:
+        yield context.new_page()
 
 
 def test_search_and_paging_swap_the_results_and_update_the_address(page, transactional_db):
