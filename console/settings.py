@@ -165,12 +165,15 @@ CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
     _queue = STATE_DIR / "broker" / "queue"
     _processed = STATE_DIR / "broker" / "processed"
-    for _folder in (_queue, _processed):
+    _control = STATE_DIR / "broker" / "control"
+    for _folder in (_queue, _processed, _control):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
         "processed_folder": str(_processed),
+        # Without it kombu writes its exchange tables into the current directory.
+        "control_folder": str(_control),
         "store_processed": False,
         # kombu polls the folder once a second by default: every run would wait for it.
         "polling_interval": 0.1,

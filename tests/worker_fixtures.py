@@ -217,6 +217,7 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
             "data_folder_in": str(folder),
             "data_folder_out": str(folder),
             "processed_folder": str(worker.state_dir / "broker" / "processed"),
+            "control_folder": str(worker.state_dir / "broker" / "control"),
             "store_processed": False,
         }
 

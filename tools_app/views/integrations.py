@@ -214,6 +214,9 @@ def _run_test(
 ) -> HttpResponse:
     form = IntegrationForm(request.POST, itype=itype, integration=integration)
     values, secrets, cleared = form.raw_values()
+    # The slug being typed only labels the test (audit, redaction): one that could never be
+    # saved (a NUL byte, which PostgreSQL refuses in the audit log) gives way to the type's.
+    slug = str(request.POST.get("slug", "")).strip()
     outcome = domain.connection_test(
         itype,
         actor=Actor.from_request(request),
@@ -221,7 +224,7 @@ def _run_test(
         secrets=secrets,
         clear=cleared,
         integration=integration,
-        slug=str(request.POST.get("slug", "")).strip(),
+        slug="" if domain.slug_problem(slug) else slug,
     )
     template = "integrations/form.html#test-result" if request.htmx else "integrations/test.html"
     return render(

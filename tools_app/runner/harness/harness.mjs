@@ -5,7 +5,7 @@
 // stdout, which the runner keeps as log) can forge them: {"type": "update", ...},
 // {"type": "update_limit"} once the update limit is passed, and one {"type": "result", ...}
 // right before the harness exits.
-import { readFileSync, writeSync } from "node:fs";
+import { fstatSync, readFileSync, writeSync } from "node:fs";
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -28,8 +28,28 @@ function writeAll(fd, text) {
   }
 }
 
+// Without the protocol pipe nothing can be reported and the harness would wait forever:
+// fail fast and say why.
+function protocolLost(error) {
+  process.stderr.write(
+    `harness: cannot write to the protocol pipe (fd ${PROTOCOL_FD}): ${error.code ?? error}; ` +
+      `run it as the runner does, with fd ${PROTOCOL_FD} open for writing\n`,
+  );
+  process.exit(70);
+}
+
+try {
+  fstatSync(PROTOCOL_FD);
+} catch (error) {
+  protocolLost(error);
+}
+
 function send(message) {
-  writeAll(PROTOCOL_FD, JSON.stringify(message) + "\n");
+  try {
+    writeAll(PROTOCOL_FD, JSON.stringify(message) + "\n");
+  } catch (error) {
+    protocolLost(error);
+  }
 }
 
 function describe(value) {
