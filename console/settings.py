@@ -145,7 +145,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = True
+# Finders are for development; a deploy runs collectstatic (dev.py up does).
+WHITENOISE_USE_FINDERS = DEBUG
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = envbool("CONSOLE_SECURE_COOKIES", "False")
