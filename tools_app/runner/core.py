@@ -307,6 +307,8 @@ class _Execution:
             )
             if gated:
                 self._open_gate(gate, sandbox.rlimits(request.language, limits))
+                for fifo in (gate, protocol_path):  # both are open now; leave no trace
+                    fifo.unlink()
         except (OSError, RuntimeError) as exc:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()
