@@ -56,7 +56,9 @@ def test_it_resolves_every_schema_reference(openapi):
     assert all(ref in schemas for ref in refs)
 
 
-def test_it_serves_the_docs_page_from_local_static_files(db):
+def test_it_serves_the_docs_page_from_local_static_files(db, settings):
+    # Deploys serve collected files; the test has no collectstatic, so use the finders.
+    settings.WHITENOISE_USE_FINDERS = True
     client = Client()
     response = client.get("/api/docs")
     assert response.status_code == 200
