@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 from django.conf import settings
 from django.test import Client
+
+from tests.conftest import in_ci, require  # noqa: F401  (re-exported)
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -25,18 +26,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = REPO / "test-artifacts"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(missing: bool, why: str) -> None:
-    """Skip a browser test whose prerequisite is missing; in CI that is a failure."""
-    if missing:
-        if in_ci():
-            pytest.fail(why)
-        pytest.skip(why)
 
 
 @contextmanager

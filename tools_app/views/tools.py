@@ -7,30 +7,25 @@ import re
 from dataclasses import dataclass
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
-from django_htmx.middleware import HtmxDetails
 
 from tools_app import rendering, schema, toolmd
 from tools_app.forms.tools import ToolFilterForm
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
+from tools_app.views.lists import PER_PAGE, HtmxHttpRequest, render_list
 
-PER_PAGE = 25
+__all__ = ["PER_PAGE"]  # re-exported for tests and callers that page tool lists
+
 HIGHLIGHT_BUDGET = 300_000
 RESULTS_TARGET = "tool-results"
 # Versions are numbered from 1 and stored in a 32-bit column: more digits is never one.
 VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 @login_required
@@ -42,29 +37,15 @@ def index(request: HttpRequest) -> HttpResponse:
 @role_required(VIEWER)
 def tool_list(request: HtmxHttpRequest) -> HttpResponse:
     form = ToolFilterForm(request.GET, integrations=_integration_slugs())
-    page = page_range = None
+    rows = None
     if form.is_valid():
-        tools = form.filter(
+        rows = form.filter(
             # The list never needs the published version's content, only its number.
             Tool.objects.annotate(published_number=F("published_version__number"))
         )
-        # get_page() turns a bad page number into page 1 and a too-high one into the last.
-        page = Paginator(tools, PER_PAGE).get_page(request.GET.get("page"))
-        page_range = page.paginator.get_elided_page_range(page.number, on_each_side=2)
-
-    # The search form swaps only the results table; a history restore (a cache miss
-    # after Back) or a boosted link needs the whole page.
-    partial = request.htmx.target == RESULTS_TARGET and not request.htmx.history_restore_request
-    template = "tools/list.html#results" if partial else "tools/list.html"
-    context = {
-        "form": form,
-        "page": page,
-        "page_range": page_range,
-        "results_target": RESULTS_TARGET,
-    }
-    response = render(request, template, context, status=400 if page is None else 200)
-    patch_vary_headers(response, ("HX-Request", "HX-Target"))
-    return response
+    return render_list(
+        request, "tools/list.html", form=form, rows=rows, results_target=RESULTS_TARGET
+    )
 
 
 def _integration_slugs() -> list[str]:

@@ -1,0 +1,46 @@
+"""Filtered, paginated lists whose results table htmx swaps in place (tools, runs)."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+from django_htmx.middleware import HtmxDetails
+
+PER_PAGE = 25
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def render_list(
+    request: HtmxHttpRequest, template: str, *, form, rows: QuerySet | None, results_target: str
+) -> HttpResponse:
+    """Render a page of `rows` (None: the filter form is invalid, a 400 showing its errors).
+
+    The search form and the page links swap only the results partial; a history restore
+    (a cache miss after Back) or a plain request gets the whole page."""
+    page = page_range = None
+    if rows is not None:
+        # get_page() turns a bad page number into page 1 and a too-high one into the last.
+        page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
+        page_range = page.paginator.get_elided_page_range(page.number, on_each_side=2)
+    htmx = request.htmx
+    partial = htmx.target == results_target and not htmx.history_restore_request
+    context = {
+        "form": form,
+        "page": page,
+        "page_range": page_range,
+        "results_target": results_target,
+    }
+    response = render(
+        request,
+        f"{template}#results" if partial else template,
+        context,
+        status=400 if page is None else 200,
+    )
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
