@@ -26,7 +26,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -37,7 +36,8 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
+
 TARGET_RATIO = 1.5
 WEB_WORKERS = 2
 CELERY_PROCESSES = 2
@@ -74,7 +74,7 @@ def main() -> int:
     try:
         token = prepare()
         port = free_port()
-        processes.append(start_gunicorn(env, port, workdir))
+        processes.append(start_gunicorn(env, port, workdir, workers=WEB_WORKERS, access_log=False))
         processes.append(start_worker(env, workdir))
         wait_until_up(port, workdir)
         api = Api(port, token)
@@ -153,35 +153,6 @@ def prepare() -> str:
     return raw
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(env: dict[str, str], port: int, workdir: Path) -> subprocess.Popen:
-    log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("gunicorn")),
-            "console.wsgi",
-            "-c",
-            "console/gunicorn.conf.py",
-            "--workers",
-            str(WEB_WORKERS),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--access-logfile",
-            "/dev/null",
-        ],
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
 def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
     log = open(workdir / "worker.log", "wb")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(
@@ -204,27 +175,6 @@ def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-
-
-def stop(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def wait_until_up(port: int, workdir: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if port_open("127.0.0.1", port):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'} (use --keep)")
 
 
 class Api:

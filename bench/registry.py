@@ -27,8 +27,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +35,8 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
+
 TARGETS = {"full": 0.5, "not_modified": 0.8}
 WORKERS = 2
 CONNECTIONS = 8
@@ -58,9 +57,9 @@ def main() -> int:
     try:
         token = prepare(args.tools)
         port = free_port()
-        server = start_gunicorn(env, port, workdir)
+        server = start_gunicorn(env, port, workdir, workers=WORKERS)
         base = f"http://127.0.0.1:{port}"
-        wait_until_up(port)
+        wait_until_up(port, workdir)
         result = measure(base, port, token, args, server.pid)
     finally:
         if server is not None:
@@ -165,55 +164,6 @@ Call it with a query.
         "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n"
     )
     return {"TOOL.md": toolmd.encode(), "index.ts": entry.encode()}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(env: dict[str, str], port: int, workdir: Path) -> subprocess.Popen:
-    log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("gunicorn")),
-            "console.wsgi",
-            "-c",
-            "console/gunicorn.conf.py",
-            "--workers",
-            str(WORKERS),
-            "--bind",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def stop(server: subprocess.Popen) -> None:
-    server.send_signal(signal.SIGTERM)
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-
-
-def wait_until_up(port: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            status, _, _ = fetch(port, "/api/healthz", {})
-            if status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("gunicorn did not start; see gunicorn.log (run with --keep)")
 
 
 def fetch(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:

@@ -1,0 +1,77 @@
+"""Starting and stopping the console's gunicorn for the benchmarks (run as bench/*.py)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(
+    env: dict[str, str], port: int, workdir: Path, *, workers: int, access_log: bool = True
+) -> subprocess.Popen:
+    """gunicorn with the project's config; output goes to workdir/gunicorn.log."""
+    log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
+    argv = [
+        str(Path(sys.executable).with_name("gunicorn")),
+        "console.wsgi",
+        "-c",
+        "console/gunicorn.conf.py",
+        "--workers",
+        str(workers),
+        "--bind",
+        f"127.0.0.1:{port}",
+    ]
+    if not access_log:
+        argv += ["--access-logfile", "/dev/null"]
+    return subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM the process's group (started with start_new_session), SIGKILL after 20 s."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def wait_until_up(port: int, workdir: Path) -> None:
+    """Until GET /api/healthz answers 200 (a minute at most)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/api/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        time.sleep(0.1)
+    raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'} (use --keep)")
