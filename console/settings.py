@@ -105,7 +105,10 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.getenv("DATABASE_URL", f"sqlite:///{STATE_DIR / 'console.sqlite3'}"),
-        conn_max_age=envint("CONSOLE_DB_CONN_MAX_AGE", "0"),
+        # Persistent connections, checked before reuse: opening one (SQLite's PRAGMAs, a
+        # PostgreSQL handshake) costs milliseconds on every request and every run.
+        conn_max_age=envint("CONSOLE_DB_CONN_MAX_AGE", "60"),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -188,6 +191,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fixup closes every database connection around each task unless this is
+# set; console/celery.py closes unusable or obsolete ones instead, as Django does per request.
+CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {"task": "tools_app.tasks.reap_lost_runs", "schedule": 15.0},
 }

@@ -15,6 +15,10 @@ from tools_app.audit import Actor
 from tools_app.models import Tool
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, ensure_groups
 
+# Runs in this process start cold: no spare sandbox churning in the background between
+# tests (tests/test_runner_standby.py turns spares on; real workers have them on).
+os.environ.setdefault("TOOL_CONSOLE_SPARE_SANDBOXES", "off")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 

@@ -9,11 +9,13 @@ import pytest
 from django.test import Client
 from worker_fixtures import wait_for_run
 
+from tests.conftest import require
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
+from tools_app.runner import isolation_level
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -97,6 +99,26 @@ def test_an_agent_long_polls_a_run_to_its_end(worker, make_tool):
 
     assert status == RunStatus.SUCCEEDED and after == 1
     assert len(seen) <= 5
+
+
+def test_later_runs_start_in_spare_sandboxes(worker, make_tool):
+    require(isolation_level()[0] != "bwrap", "spare sandboxes need bubblewrap")
+    tool = make_tool(
+        "greet", source=PROGRESS_TS, inputs={"name": {"type": "string", "description": "Who."}}
+    )
+    work = worker.state_dir / "runs"
+    seen: set[str] = set()
+    # Three runs on two worker processes: one process runs twice and, the second time,
+    # gets the spare it started after its first run.
+    for name in ("Ada", "Grace", "Edsger"):
+        run = wait_for_run(start(tool, {"name": name}).pk, FINISHED, worker=worker)
+        assert run.result["content"][0]["text"] == f"hello {name}", run.result
+        deadline = time.monotonic() + 20
+        while not (spares := {p.name for p in work.glob("spare-*")} - seen):
+            assert time.monotonic() < deadline, "no spare sandbox was started"
+            time.sleep(0.05)
+        seen |= spares
+    assert seen - {p.name for p in work.glob("spare-*")}, "no spare was handed to a run"
 
 
 def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):

@@ -114,6 +114,8 @@ class CeleryWorker:
                 "CONSOLE_ENCRYPTION_KEYS": self.encryption_key,
                 "CONSOLE_SECRET_KEY": "worker-tests-only-" + uuid.uuid4().hex,
                 "PYTHONDONTWRITEBYTECODE": "1",
+                # As in production: later runs of a shape start in a spare sandbox.
+                "TOOL_CONSOLE_SPARE_SANDBOXES": "on",
                 **self.extra_env,
             }
         )

@@ -20,6 +20,8 @@ from pathlib import Path
 from . import procs
 
 CONTROLLERS = ("memory", "pids")
+# pids cgroups count threads, and node alone runs ~11; bwrap adds two helper processes.
+TASK_ALLOWANCE = 32
 PREFIX = "tool-console-run-"
 # A run's cgroup left behind by a killed worker is removed once it is this old and empty
 # (a live run joins its cgroup within milliseconds of creating it).

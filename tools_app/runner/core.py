@@ -9,10 +9,8 @@ kills whatever is left, collects artifacts and removes the work dir.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import resource
 import selectors
 import shutil
 import signal
@@ -27,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import artifacts, cgroups, procs, sandbox
+from . import artifacts, cgroups, procs, sandbox, standby
+from .gate import Gate
 from .limits import format_bytes, format_seconds
 from .records import (
     CANCELLED,
@@ -49,8 +48,6 @@ POLL_SECONDS = 0.05
 WATCH_SECONDS = 0.1  # how often the process/memory watchdog looks, where it is needed
 RESULT_EXIT_SECONDS = 2.0  # the harness exits right after its result; kill it if it hangs
 DRAIN_SECONDS = 1.0  # reading what is left in the pipes after everything was killed
-# pids cgroups count threads, and node alone runs ~11; bwrap adds two helper processes.
-TASK_ALLOWANCE = 32
 MESSAGE_TAIL_BYTES = 2048  # of stdout/stderr quoted in an error message
 # What running out of memory prints, where no cgroup counts OOM kills: V8's heap limit,
 # bash and coreutils hitting RLIMIT_AS.
@@ -61,13 +58,6 @@ OOM_MARKERS = (
     "xrealloc: cannot allocate",
     ": memory exhausted",
 )
-# The first process of a bwrap run: opens the protocol FIFO as fd 3, waits at the gate FIFO
-# until the runner has put it into the run's cgroups and set its rlimits, then execs bwrap.
-# dash reads no start-up file when non-interactive, so the environment cannot run code here.
-GATE_SCRIPT = (
-    'exec 3>"$2" || exit 125; read -r go <"$1" && [ "$go" = go ] || exit 125; shift 2; exec "$@"'
-)
-GATE_SECONDS = 10.0
 CANCELLED_TEXT = "Cancelled: the run was cancelled"
 LIMIT_PROCESSES = "processes"
 LIMIT_MEMORY = "memory"
@@ -86,7 +76,11 @@ def run(
         return _outcome_without_process(isolation, FAILED, problem, started)
     if cancel is not None and cancel.is_set():
         return _outcome_without_process(isolation, CANCELLED, CANCELLED_TEXT + ".", started)
-    execution = _Execution(request, isolation, on_update, cancel)
+    shape = standby.shape_for(
+        request.language, request.network, request.limits, request.ro_binds, request.work_root
+    )
+    spare = standby.take(shape) if shape is not None else None
+    execution = _Execution(request, isolation, on_update, cancel, shape, spare)
     try:
         if not execution.start():
             return execution.outcome()
@@ -95,6 +89,8 @@ def run(
         return execution.outcome()
     finally:
         execution.cleanup()
+        if shape is not None:
+            standby.prepare(shape)
 
 
 def _request_problem(request: RunRequest) -> str | None:
@@ -166,6 +162,11 @@ class _RunDirs:
             path.mkdir()
         return dirs
 
+    @classmethod
+    def at(cls, root: Path) -> _RunDirs:
+        """The layout of a standby sandbox's directory (standby.py)."""
+        return cls(root, root / "home", root / "home" / "output", root / "tmp", root / "artifacts")
+
 
 def _remove_tree(path: Path) -> None:
     """Remove a work dir, including directories a tool made read-only."""
@@ -185,15 +186,27 @@ class _Execution:
         isolation: str,
         on_update: UpdateCallback | None,
         cancel: threading.Event | None,
+        shape: standby.Shape | None = None,
+        spare: standby.Sandbox | None = None,
     ) -> None:
         self.request = request
+        self.shape = shape  # None: the gated or launcher start below, else a standby sandbox
+        if spare is not None and not spare.move_to(request.work_root):
+            spare.discard()
+            spare = None
+        self.box = spare
+        self.used_spare = spare is not None
+        self.stdin_data = memoryview(b"")
         self.limits = request.limits
         self.isolation = isolation
         self.on_update = on_update
         self.cancel = cancel
         self.redactor = Redactor(request.secrets)
         self.notices: list[str] = []
-        self.dirs = _RunDirs.create(request.work_root)
+        if spare is not None:
+            self.dirs = _RunDirs.at(spare.root)
+        else:
+            self.dirs = _RunDirs.create(request.work_root)
         self.cgroup: cgroups.RunCgroup | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.start_error = ""
@@ -253,6 +266,8 @@ class _Execution:
 
     def start(self) -> bool:
         """Start the launcher; False (with a failed result prepared) if that is impossible."""
+        if self.shape is not None:
+            return self._start_standby(self.shape)
         request, limits = self.request, self.limits
         paths = sandbox.tool_paths(
             self.isolation, Path(request.tool_dir).resolve(), self.dirs.home, self.dirs.tmp
@@ -265,19 +280,19 @@ class _Execution:
             unshare_net = sandbox.process_network_isolation()
             if not unshare_net:
                 self._notice("network: false is not enforced under process isolation here")
-        self.cgroup = cgroups.create(limits.memory_bytes, limits.max_processes + TASK_ALLOWANCE)
+        tasks = limits.max_processes + cgroups.TASK_ALLOWANCE
+        self.cgroup = cgroups.create(limits.memory_bytes, tasks)
         # Under bwrap nothing has to happen inside the first process but joining the cgroups
         # and the rlimits, which the runner can do from outside while a tiny shell waits at
         # a gate (a Python launcher costs ~40 ms of interpreter start-up per run).
         gated = self.isolation == "bwrap" and not unshare_net
         log_r, log_w = os.pipe()
         stdout_r, stdout_w = os.pipe() if request.language == "bash" else (-1, -1)
+        gate: Gate | None = None
         if gated:
-            gate, protocol_path = self.dirs.root / "gate", self.dirs.root / "protocol"
-            os.mkfifo(gate, 0o600)
-            os.mkfifo(protocol_path, 0o600)
-            protocol_r, protocol_w = os.open(protocol_path, os.O_RDONLY | os.O_NONBLOCK), -1
-            argv = ["/bin/sh", "-c", GATE_SCRIPT, "tool-gate", str(gate), str(protocol_path)]
+            gate = Gate(self.dirs.root)
+            protocol_r, protocol_w = gate.protocol_r, -1
+            launcher: list[str] = []
         else:
             protocol_r, protocol_w = os.pipe()
             config = {
@@ -288,12 +303,13 @@ class _Execution:
                 # bwrap has --die-with-parent; a plain subprocess gets it from the launcher.
                 "die_with_parent": os.getpid() if self.isolation != "bwrap" else None,
             }
-            argv = [sys.executable, "-I", "-S", str(sandbox.LAUNCHER), json.dumps(config)]
+            launcher = [sys.executable, "-I", "-S", str(sandbox.LAUNCHER), json.dumps(config)]
         stdin = os.memfd_create("params")
         os.write(stdin, json.dumps(params, default=str).encode())
         os.lseek(stdin, 0, os.SEEK_SET)
         try:
-            argv += self._argv(paths)
+            command = self._argv(paths)
+            argv = gate.argv(command) if gate is not None else launcher + command
             self.started = time.monotonic()
             self.proc = subprocess.Popen(
                 argv,
@@ -305,16 +321,16 @@ class _Execution:
                 cwd=self.dirs.home,
                 start_new_session=True,
             )
-            if gated:
-                self._open_gate(gate, sandbox.rlimits(request.language, limits))
-                for fifo in (gate, protocol_path):  # both are open now; leave no trace
-                    fifo.unlink()
+            if gate is not None:
+                gate.open(self.proc, self.cgroup, sandbox.rlimits(request.language, limits))
         except (OSError, RuntimeError) as exc:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
-            for fd in (protocol_r, log_r, stdout_r):
+            if gate is not None:
+                gate.close()
+            for fd in (protocol_r if gate is None else -1, log_r, stdout_r):
                 if fd >= 0:
                     os.close(fd)
             self.start_error = f"The tool could not be started: {exc}"
@@ -334,40 +350,50 @@ class _Execution:
             self.selector.register(fd, selectors.EVENT_READ, handler)
         return True
 
-    def _open_gate(self, gate: Path, rlimits: dict[str, int]) -> None:
-        """Put the waiting shell into the run's cgroups and set its rlimits, then let it
-        exec bwrap. It has already opened the protocol FIFO as its fd 3 when it opens the
-        gate, so the runner sees no false end of stream. Raises OSError on failure."""
-        assert self.proc is not None
-        pid = self.proc.pid
-        for procs_file in self.cgroup.procs_files if self.cgroup else []:
-            try:
-                with open(procs_file, "w") as handle:
-                    handle.write(str(pid))
-            except OSError as exc:
-                raise OSError(
-                    f"tool sandbox setup failed: cannot join {procs_file}: {exc}"
-                ) from exc
-        for name, value in rlimits.items():
-            which = getattr(resource, f"RLIMIT_{name}")
-            _, hard = resource.prlimit(pid, which)
-            if hard != resource.RLIM_INFINITY:
-                value = min(value, hard)  # only root may raise a hard limit
-            resource.prlimit(pid, which, (value, value))
-        deadline = time.monotonic() + GATE_SECONDS
-        while True:
-            try:
-                fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:  # ENXIO: the shell has not opened it yet
-                    raise
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise OSError("tool sandbox setup failed: the launcher did not start")
-            time.sleep(0.0005)
+    def _start_standby(self, shape: standby.Shape) -> bool:
+        """Hand the run to a spare sandbox, or start one now and hand it over at once."""
+        request = self.request
+        paths = standby.paths()
+        env = sandbox.tool_env(paths, request.tool_call_id, request.env, {}, self.notices)
+        box = self.box
         try:
-            os.write(fd, b"go\n")
-        finally:
+            if box is None:
+                # Cold: the whole environment at start, as the other starts do.
+                box = self.box = standby.Sandbox.start(shape, self.dirs.root, env)
+            for notice in box.notices:
+                self._notice(notice)
+            box.fill(Path(request.tool_dir))
+        except (OSError, RuntimeError) as exc:
+            if box is not None:
+                box.discard()
+                self.box = None
+            self.start_error = f"The tool could not be started: {exc}"
+            return False
+        message = box.message(request.entry, self.limits, env, self._params(paths))
+        self.stdin_data = memoryview(message)
+        self.proc, self.cgroup = box.proc, box.cgroup
+        stdin_w, log_r, protocol_r = box.release_fds()
+        self.started = time.monotonic()
+        for fd, events, handler in (
+            (log_r, selectors.EVENT_READ, self._on_log),
+            (protocol_r, selectors.EVENT_READ, self._on_protocol),
+            (stdin_w, selectors.EVENT_WRITE, self._write_stdin),
+        ):
+            os.set_blocking(fd, False)
+            self.selector.register(fd, events, handler)
+        return True
+
+    def _write_stdin(self, fd: int) -> None:
+        """Feed the waiting harness its message, as fast as it reads; then end its stdin."""
+        try:
+            written = os.write(fd, self.stdin_data[: 1 << 16])
+        except BlockingIOError:
+            return
+        except OSError:  # EPIPE: the sandbox is gone; its outcome says why
+            written = len(self.stdin_data)
+        self.stdin_data = self.stdin_data[written:]
+        if not self.stdin_data:
+            self.selector.unregister(fd)
             os.close(fd)
 
     # -- stream handlers (data=None at end of stream) ------------------------------------
@@ -459,8 +485,11 @@ class _Execution:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(POLL_SECONDS)
                 continue
-            for key, _ in self.selector.select(POLL_SECONDS):
-                self._read(key)
+            for key, events in self.selector.select(POLL_SECONDS):
+                if events & selectors.EVENT_WRITE:
+                    key.data(key.fd)
+                else:
+                    self._read(key)
 
     def _read(self, key: selectors.SelectorKey) -> None:
         try:
@@ -578,7 +607,7 @@ class _Execution:
         self.selector.close()
         if self.cgroup is not None:
             self.cgroup.remove()
-        for path in (self.dirs.home, self.dirs.tmp):
+        for path in (self.dirs.home, self.dirs.tmp, self.dirs.root / "tool"):
             _remove_tree(path)
         if not self.artifacts:
             _remove_tree(self.dirs.root)
@@ -718,4 +747,5 @@ class _Execution:
             exit_code=self.exit_code,
             duration=end - self.started,
             notices=self.notices,
+            spare=self.used_spare,
         )

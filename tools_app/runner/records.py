@@ -51,3 +51,4 @@ class RunOutcome:
     exit_code: int | None  # negative: killed by that signal (subprocess convention)
     duration: float
     notices: list[str] = field(default_factory=list)
+    spare: bool = False  # started in a spare sandbox (standby.py) rather than cold

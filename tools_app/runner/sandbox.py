@@ -161,21 +161,28 @@ def tool_paths(isolation: str, tool_dir: Path, home: Path, tmp: Path) -> ToolPat
     return ToolPaths(str(tool_dir), str(home), str(home / "output"), str(tmp), str(HARNESS_DIR))
 
 
-def tool_argv(language: str, entry: str, paths: ToolPaths, limits: Limits) -> list[str]:
-    """The interpreter command line, as seen from inside the sandbox."""
-    entry_path = f"{paths.tool}/{entry}"
+def harness_config(limits: Limits) -> dict[str, int]:
+    """The limits the harness enforces itself (it clips before sending)."""
+    return {
+        "maxResultBytes": limits.max_result_bytes,
+        "maxUpdateBytes": limits.max_update_bytes,
+        "maxUpdates": limits.max_updates,
+        "memoryMb": limits.memory_mb,
+    }
+
+
+def tool_argv(language: str, entry: str | None, paths: ToolPaths, limits: Limits) -> list[str]:
+    """The interpreter command line, as seen from inside the sandbox. Without an entry
+    (node and python only), the harness starts in standby: it waits for the run's entry,
+    limits, environment and params as one JSON object on stdin (see standby.py)."""
     if language == "bash":
-        return ["/bin/bash", entry_path]
-    config = json.dumps(
-        {
-            "maxResultBytes": limits.max_result_bytes,
-            "maxUpdateBytes": limits.max_update_bytes,
-            "maxUpdates": limits.max_updates,
-            "memoryMb": limits.memory_mb,
-        }
-    )
+        assert entry is not None
+        return ["/bin/bash", f"{paths.tool}/{entry}"]
+    args = ["--standby"] if entry is None else [f"{paths.tool}/{entry}"]
+    if entry is not None:
+        args.append(json.dumps(harness_config(limits)))
     if language == "python":
-        return [sys.executable, "-I", "-B", "-u", f"{paths.harness}/harness.py", entry_path, config]
+        return [sys.executable, "-I", "-B", "-u", f"{paths.harness}/harness.py", *args]
     # V8 then fails with a clear "heap out of memory" before the cgroup's OOM killer strikes.
     heap_mb = max(32, limits.memory_mb * 3 // 4)
     return [
@@ -183,8 +190,7 @@ def tool_argv(language: str, entry: str, paths: ToolPaths, limits: Limits) -> li
         "--disable-warning=ExperimentalWarning",  # type stripping warns on some 24.x releases
         f"--max-old-space-size={heap_mb}",
         f"{paths.harness}/harness.mjs",
-        entry_path,
-        config,
+        *args,
     ]
 
 

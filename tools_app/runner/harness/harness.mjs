@@ -1,6 +1,9 @@
 // Runs a TypeScript/JavaScript tool's execute() inside the sandbox and reports to the runner.
 //
-// Started as `node harness.mjs ENTRY CONFIG_JSON` with the params as JSON on stdin.
+// Started as `node harness.mjs ENTRY CONFIG_JSON` with the params as JSON on stdin, or as
+// `node harness.mjs --standby` in a sandbox started before its run (standby.py): it loads
+// Node's TypeScript support in advance, says {"type": "ready"}, then reads
+// {entry, config, env, params} on stdin.
 // Protocol messages are JSON lines on fd 3, so nothing the tool prints (console.log goes to
 // stdout, which the runner keeps as log) can forge them: {"type": "update", ...},
 // {"type": "update_limit"} once the update limit is passed, and one {"type": "result", ...}
@@ -11,8 +14,12 @@ import { pathToFileURL } from "node:url";
 
 const PROTOCOL_FD = 3;
 const SHAPE = '{content: [{type: "text", text: "..."}], isError: false}';
-const [entry, configJson] = process.argv.slice(2);
-const config = JSON.parse(configJson);
+const STANDBY = process.argv[2] === "--standby";
+let [entry, configJson] = process.argv.slice(2);
+// In standby, cautious limits until the run's own arrive with its entry.
+let config = STANDBY
+  ? { maxResultBytes: 1 << 16, maxUpdateBytes: 1 << 16, maxUpdates: 0 }
+  : JSON.parse(configJson);
 let finished = false;
 let updates = 0;
 
@@ -155,8 +162,22 @@ process.on("unhandledRejection", (reason) => {
 setInterval(() => {}, 1 << 30);
 
 async function main() {
-  const raw = readFileSync(0, "utf8");
-  const params = raw.trim() ? JSON.parse(raw) : {};
+  let params;
+  if (STANDBY) {
+    try {
+      // The first TypeScript import loads the type stripper (~30 ms): do it while waiting.
+      await import(new URL("./warmup.ts", import.meta.url).href);
+    } catch {
+      // A Node without type stripping reports it when the tool itself is loaded.
+    }
+    send({ type: "ready" });
+    const message = JSON.parse(readFileSync(0, "utf8"));
+    ({ entry, config, params } = message);
+    Object.assign(process.env, message.env);
+  } else {
+    const raw = readFileSync(0, "utf8");
+    params = raw.trim() ? JSON.parse(raw) : {};
+  }
   const name = basename(entry);
   let module;
   try {

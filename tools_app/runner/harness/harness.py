@@ -1,6 +1,9 @@
 """Runs a python tool's execute() inside the sandbox and reports to the runner.
 
-Started as `python -I -B -u harness.py ENTRY CONFIG_JSON` with the params as JSON on stdin.
+Started as `python -I -B -u harness.py ENTRY CONFIG_JSON` with the params as JSON on stdin,
+or as `harness.py --standby` in a sandbox started before its run (standby.py), which says
+{"type": "ready"} and then reads {"entry", "config", "env", "params"} as one JSON object on
+stdin.
 Protocol messages are JSON lines on fd 3, so nothing the tool prints can forge them:
 {"type": "update", "content": [...], "truncated": bool}, {"type": "update_limit"} once the
 update limit is passed, and one {"type": "result", "content": [...], "isError": bool,
@@ -149,14 +152,24 @@ def _load(entry: Path) -> Any:
     return module
 
 
+def _arguments() -> tuple[Path, dict[str, Any], Any]:
+    """(entry, config, params), from the command line and stdin or, in standby, stdin."""
+    if sys.argv[1] == "--standby":
+        _send({"type": "ready"})
+    raw = sys.stdin.buffer.read()
+    if sys.argv[1] == "--standby":
+        message = json.loads(raw)
+        os.environ.update(message["env"])
+        return Path(message["entry"]), message["config"], message["params"]
+    return Path(sys.argv[1]), json.loads(sys.argv[2]), json.loads(raw) if raw.strip() else {}
+
+
 def main() -> None:
-    entry, config = Path(sys.argv[1]), json.loads(sys.argv[2])
     os.set_inheritable(PROTOCOL_FD, False)  # the tool's own subprocesses don't get it
-    runner = _Runner(config)
     abort = AbortSignal()
     signal.signal(signal.SIGTERM, abort._abort)
-    raw = sys.stdin.buffer.read()
-    params = json.loads(raw) if raw.strip() else {}
+    entry, config, params = _arguments()
+    runner = _Runner(config)
     tool_call_id = os.environ.get("TOOL_CALL_ID", "")
 
     error: str | None = None
