@@ -178,9 +178,10 @@ def tool_argv(language: str, entry: str | None, paths: ToolPaths, limits: Limits
     if language == "bash":
         assert entry is not None
         return ["/bin/bash", f"{paths.tool}/{entry}"]
-    args = ["--standby"] if entry is None else [f"{paths.tool}/{entry}"]
-    if entry is not None:
-        args.append(json.dumps(harness_config(limits)))
+    if entry is None:  # node loads its type stripper in advance for typescript only
+        args = ["--standby", *(["--typescript"] if language == "typescript" else [])]
+    else:
+        args = [f"{paths.tool}/{entry}", json.dumps(harness_config(limits))]
     if language == "python":
         return [sys.executable, "-I", "-B", "-u", f"{paths.harness}/harness.py", *args]
     # V8 then fails with a clear "heap out of memory" before the cgroup's OOM killer strikes.

@@ -1,9 +1,9 @@
 // Runs a TypeScript/JavaScript tool's execute() inside the sandbox and reports to the runner.
 //
 // Started as `node harness.mjs ENTRY CONFIG_JSON` with the params as JSON on stdin, or as
-// `node harness.mjs --standby` in a sandbox started before its run (standby.py): it loads
-// Node's TypeScript support in advance, says {"type": "ready"}, then reads
-// {entry, config, env, params} on stdin.
+// `node harness.mjs --standby [--typescript]` in a sandbox started before its run
+// (standby.py): it loads Node's TypeScript support in advance (for a typescript tool), says
+// {"type": "ready"}, then reads {entry, config, env, params} on stdin.
 // Protocol messages are JSON lines on fd 3, so nothing the tool prints (console.log goes to
 // stdout, which the runner keeps as log) can forge them: {"type": "update", ...},
 // {"type": "update_limit"} once the update limit is passed, and one {"type": "result", ...}
@@ -164,11 +164,13 @@ setInterval(() => {}, 1 << 30);
 async function main() {
   let params;
   if (STANDBY) {
-    try {
-      // The first TypeScript import loads the type stripper (~30 ms): do it while waiting.
-      await import(new URL("./warmup.ts", import.meta.url).href);
-    } catch {
-      // A Node without type stripping reports it when the tool itself is loaded.
+    if (process.argv[3] === "--typescript") {
+      try {
+        // The first TypeScript import loads the type stripper (~30 ms): do it while waiting.
+        await import(new URL("./warmup.ts", import.meta.url).href);
+      } catch {
+        // A Node without type stripping reports it when the tool itself is loaded.
+      }
     }
     send({ type: "ready" });
     const message = JSON.parse(readFileSync(0, "utf8"));
