@@ -167,6 +167,13 @@ def test_it_stops_a_node_memory_hog_without_bwrap_or_cgroups(
 
 
 FORK_BOMB = ":(){ :|:& };:\nsleep 15"
+WAITS_FOR_ABORT_TS = """
+    export async function execute(id: string, p: any, signal: AbortSignal, onUpdate: any) {
+      onUpdate({ content: [{ type: "text", text: "ready" }] });
+      await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      return { content: [{ type: "text", text: "aborted" }] };
+    }
+    """
 
 
 def test_it_stops_a_fork_bomb(tmp_path: Path) -> None:
@@ -551,17 +558,6 @@ def test_it_runs_cancels_and_hides_the_environment_without_bwrap(
     outcome = run_tool(tmp_path, "typescript", ENV_DUMP["typescript"])
     assert (outcome.isolation, outcome.status) == ("process", SUCCEEDED)
     assert "canary" not in texts(outcome)
-    outcome = run_tool(
-        tmp_path,
-        "typescript",
-        """
-        export async function execute(id: string, p: any, signal: AbortSignal, onUpdate: any) {
-          onUpdate({ content: [{ type: "text", text: "ready" }] });
-          await new Promise((resolve) => signal.addEventListener("abort", resolve));
-          return { content: [{ type: "text", text: "aborted" }] };
-        }
-        """,
-        cancel_when_ready=True,
-    )
+    outcome = run_tool(tmp_path, "typescript", WAITS_FOR_ABORT_TS, cancel_when_ready=True)
     assert outcome.status == CANCELLED
     assert texts(outcome) == "Cancelled: the run was cancelled.\naborted"

@@ -19,6 +19,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import require
+from tests.test_runner_faults import (
+    CONNECT_PY,
+    HOST_FILES_PY,
+    LOOPS,
+    MEMORY_HOGS,
+    WAITS_FOR_ABORT_TS,
+)
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -216,45 +223,23 @@ def test_it_never_keeps_a_spare_for_tools_that_read_host_files(tmp_path: Path) -
 
 
 def test_it_keeps_network_false_in_a_spare(tmp_path: Path) -> None:
-    source = """
-        import socket
-
-        def execute(tool_call_id, params, signal, on_update):
-            try:
-                socket.create_connection(("127.0.0.1", params["port"]), timeout=2).close()
-                return {"content": [{"type": "text", "text": "connected"}]}
-            except OSError as exc:
-                return {"content": [{"type": "text", "text": f"blocked: {exc}"}]}
-        """
     with socket.create_server(("127.0.0.1", 0)) as server:
         params = {"port": server.getsockname()[1]}
-        run_tool(tmp_path, "python", source, params=params, network=False)
-        blocked = run_tool(tmp_path, "python", source, params=params, network=False)
+        run_tool(tmp_path, "python", CONNECT_PY, params=params, network=False)
+        blocked = run_tool(tmp_path, "python", CONNECT_PY, params=params, network=False)
     assert blocked.spare
     assert texts(blocked).startswith("blocked: ")
 
 
 def test_it_hides_the_consoles_files_from_a_spare(tmp_path: Path) -> None:
-    source = """
-        def execute(tool_call_id, params, signal, on_update):
-            lines = []
-            for path in params["paths"]:
-                try:
-                    with open(path, "rb") as handle:
-                        lines.append(f"READ {path}: {handle.read(40)!r}")
-                except OSError as exc:
-                    lines.append(f"denied {path}: {type(exc).__name__}")
-            return {"content": [{"type": "text", "text": "\\n".join(lines)}]}
-        """
     paths = ["/etc/shadow", str(REPO / "pyproject.toml"), str(REPO / "console" / "settings.py")]
     warm_up(tmp_path, "python")
-    outcome = run_tool(tmp_path, "python", source, params={"paths": paths})
+    outcome = run_tool(tmp_path, "python", HOST_FILES_PY, params={"paths": paths})
     assert outcome.spare
     assert outcome.status == SUCCEEDED
     assert "READ" not in texts(outcome), texts(outcome)
 
 
-LOOP_TS = "export async function execute() { while (true) {} }"
 FORK_PY = """
     import os, time
 
@@ -267,41 +252,40 @@ FORK_PY = """
             except OSError:  # the limit: keep trying, as a real bomb would
                 time.sleep(0.01)
     """
-HOG_TS = """
-    export async function execute() {
-      const keep: Buffer[] = [];
-      while (true) keep.push(Buffer.alloc(8 << 20, 1));
-    }
-    """
+RUNAWAYS = {  # language, source, limits, status, message
+    "loop": (
+        "typescript",
+        LOOPS["typescript"],
+        Limits(timeout=2, grace_seconds=1),
+        TIMED_OUT,
+        "Timed out: the tool did not finish within 2 s",
+    ),
+    "fork-bomb": (
+        "python",
+        FORK_PY,
+        Limits(timeout=20, grace_seconds=1),
+        FAILED,
+        "The tool exceeded the process limit (64 processes)",
+    ),
+    "memory-hog": (
+        "typescript",
+        MEMORY_HOGS["typescript-buffers"][1],
+        Limits(timeout=20, grace_seconds=1, memory_mb=256),
+        FAILED,
+        "The tool ran out of memory (limit 256 MiB)",
+    ),
+}
 
 
-def test_it_times_out_a_loop_in_a_spare(tmp_path: Path) -> None:
-    limits = Limits(timeout=2, grace_seconds=1)
-    warm_up(tmp_path, "typescript", limits=limits)
+@pytest.mark.parametrize("case", sorted(RUNAWAYS))
+def test_it_stops_a_runaway_tool_in_a_spare(tmp_path: Path, case: str) -> None:
+    language, source, limits, status, message = RUNAWAYS[case]
+    warm_up(tmp_path, language, limits=limits)
     started = time.monotonic()
-    outcome = run_tool(tmp_path, "typescript", LOOP_TS, limits=limits)
+    outcome = run_tool(tmp_path, language, source, limits=limits)
     assert outcome.spare
-    assert outcome.status == TIMED_OUT
-    assert texts(outcome).startswith("Timed out: the tool did not finish within 2 s")
-    assert time.monotonic() - started < 6
-
-
-def test_it_stops_a_fork_bomb_in_a_spare(tmp_path: Path) -> None:
-    limits = Limits(timeout=20, grace_seconds=1)
-    warm_up(tmp_path, "python", limits=limits)
-    outcome = run_tool(tmp_path, "python", FORK_PY, limits=limits)
-    assert outcome.spare
-    assert outcome.status == FAILED
-    assert "exceeded the process limit (64 processes)" in texts(outcome)
-
-
-def test_it_stops_a_memory_hog_in_a_spare(tmp_path: Path) -> None:
-    limits = Limits(timeout=20, grace_seconds=1, memory_mb=256)
-    warm_up(tmp_path, "typescript", limits=limits)
-    outcome = run_tool(tmp_path, "typescript", HOG_TS, limits=limits)
-    assert outcome.spare
-    assert outcome.status == FAILED
-    assert "ran out of memory (limit 256 MiB)" in texts(outcome)
+    assert (outcome.status, texts(outcome)[: len(message)]) == (status, message)
+    assert time.monotonic() - started < limits.timeout + limits.grace_seconds + 3
 
 
 def test_it_cancels_a_run_in_a_spare(tmp_path: Path) -> None:
@@ -310,18 +294,15 @@ def test_it_cancels_a_run_in_a_spare(tmp_path: Path) -> None:
     outcome = run_tool(
         tmp_path,
         "typescript",
-        """
-        export async function execute(id: string, p: any, signal: AbortSignal, onUpdate: any) {
-          onUpdate({ content: [{ type: "text", text: "ready" }] });
-          await new Promise((resolve) => signal.addEventListener("abort", resolve));
-          return { content: [{ type: "text", text: "stopped" }] };
-        }
-        """,
+        WAITS_FOR_ABORT_TS,
         cancel=cancel,
         on_update=lambda update: cancel.set(),
     )
     assert outcome.spare
-    assert outcome.status == CANCELLED
+    assert (outcome.status, texts(outcome)) == (
+        CANCELLED,
+        "Cancelled: the run was cancelled.\naborted",
+    )
 
 
 def test_it_feeds_params_larger_than_a_pipe_to_a_spare(tmp_path: Path) -> None:

@@ -21,6 +21,9 @@ How each limit is enforced (DESIGN.md section 3):
 - Processes: RLIMIT_NPROC is per user and ignored for root, so a pids cgroup
   (max_processes + 32 for runtime threads) or, without one, the watchdog that counts the
   run's processes; either way a run that hits the limit is killed as a whole.
+- Start-up: under bwrap, node and python tools start from a standby sandbox (standby.py):
+  the harness is started, in its cgroups, before the run is handed to it; after a run, a
+  spare of the same shape is started in the background for the next one.
 - Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
   results and updates before sending, the runner redacts and clips again.
 """
