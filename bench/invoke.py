@@ -99,6 +99,7 @@ def main() -> int:
                 "cold_api_median_ms": cold["api_median_ms"],
                 "cold_ratio": cold["ratio"],
                 "cold_api_phases_ms": cold["api_phases_ms"],
+                "cold_spare_runs": cold["spare_runs"],
             }
         )
     finally:
@@ -285,6 +286,7 @@ def run_api(api: Api, n: int, phases: dict[str, list[float]] | None = None) -> f
         phases["queue"].append((begun - created).total_seconds())
         phases["worker"].append((ended - begun).total_seconds())
         phases["runner"].append(body["duration"])
+        phases["spare"].append(1.0 if body["spare"] else 0.0)
     return elapsed
 
 
@@ -294,7 +296,7 @@ def measure_latency(api: Api, workdir: Path, runs: int) -> dict:
         run_direct(argv, folder, n)
         run_api(api, n)
     direct, through_api = [], []
-    phases: dict[str, list[float]] = {"queue": [], "worker": [], "runner": []}
+    phases: dict[str, list[float]] = {"queue": [], "worker": [], "runner": [], "spare": []}
     for n in range(runs):
         time.sleep(SETTLE_SECONDS)
         direct.append(run_direct(argv, folder, n))
@@ -312,6 +314,8 @@ def measure_latency(api: Api, workdir: Path, runs: int) -> dict:
         "api_median_ms": round(api_median * 1000, 1),
         "ratio": round(api_median / direct_median, 3),
         "target_ratio": TARGET_RATIO,
+        # How many API runs started in a spare sandbox (the worker's warm start).
+        "spare_runs": int(sum(phases.pop("spare"))),
         # Medians: created -> claimed by a worker, claimed -> stored, the runner's own time.
         "api_phases_ms": {
             name: round(statistics.median(values) * 1000, 1) for name, values in phases.items()
@@ -343,7 +347,10 @@ def report(result: dict) -> None:
     print()
     print(f"broker {result['broker']}, isolation {result['isolation']}, {result['runs']} runs each")
     print(f"direct node harness   median {result['direct_median_ms']:7.1f} ms")
-    print(f"through the agent API median {result['api_median_ms']:7.1f} ms")
+    print(
+        f"through the agent API median {result['api_median_ms']:7.1f} ms "
+        f"({result['spare_runs']} of {result['runs']} runs started in a spare sandbox)"
+    )
     phases = result["api_phases_ms"]
     print(
         f"  of which: queued {phases['queue']} ms, on the worker {phases['worker']} ms "

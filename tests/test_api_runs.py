@@ -163,6 +163,7 @@ def test_it_reports_status_updates_result_and_artifacts(fetch, settings):
     assert [u["content"][0]["text"] for u in body["updates"]] == ["u1", "u2"]
     assert body["result"]["content"][0]["text"] == "page"
     assert body["isolation"] == "bwrap" and body["duration"] == 0.25
+    assert body["spare"] is False
     url = f"/api/v1/runs/{run.pk}/artifacts/{artifact.pk}"
     assert body["artifacts"] == [{"name": "a.pdf", "size": 3, "url": url}]
     download = client.get(url)

@@ -331,6 +331,16 @@ def test_it_renders_an_error_result_and_escapes_tool_output(viewer_client, searc
     assert "Run again with these inputs" not in html and 'id="cancel-run"' not in html
 
 
+def test_it_says_when_a_run_started_in_a_spare_sandbox(viewer_client, search, developer):
+    cold, warm = finished(search, developer), finished(search, developer, spare=True)
+
+    cold_html = viewer_client.get(reverse("run", args=[cold.pk])).content.decode()
+    warm_html = viewer_client.get(reverse("run", args=[warm.pk])).content.decode()
+
+    assert "sandbox: bwrap</span>" in cold_html and "(spare)" not in cold_html
+    assert "sandbox: bwrap (spare)</span>" in warm_html
+
+
 def test_it_shows_masked_params_only(viewer_client, search, developer):
     run = make_run(search, developer, params={"query": "x", "api_key": "sk-hidden-7"})
     html = viewer_client.get(reverse("run", args=[run.pk])).content.decode()

@@ -119,6 +119,8 @@ def test_later_runs_start_in_spare_sandboxes(worker, make_tool):
             time.sleep(0.05)
         seen |= spares
     assert seen - {p.name for p in work.glob("spare-*")}, "no spare was handed to a run"
+    assert Run.objects.filter(tool=tool, spare=True).exists()
+    assert Run.objects.filter(tool=tool, spare=False).exists()  # the first one
 
 
 def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):

@@ -461,6 +461,7 @@ def _finish(run: Run, outcome: runner.RunOutcome) -> None:
             notices=list(outcome.notices),
             isolation=outcome.isolation,
             isolation_reason=isolation_reason(outcome.isolation)[:500],
+            spare=outcome.spare,
             exit_code=outcome.exit_code,
             duration=outcome.duration,
             error="",

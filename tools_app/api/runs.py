@@ -76,6 +76,8 @@ class RunOut(Schema):
     finished_at: datetime | None
     duration: float | None
     isolation: str
+    # Whether the run started in a sandbox prepared before it (a warm start).
+    spare: bool
     result: dict[str, Any] | None
     error: str
     notices: list[str]
@@ -201,6 +203,7 @@ def run_status(
         "finished_at": run.finished_at,
         "duration": run.duration,
         "isolation": run.isolation,
+        "spare": run.spare,
         "result": run.result,
         "error": run.error,
         "notices": run.notices,

@@ -64,6 +64,8 @@ class Run(models.Model):
     isolation = models.CharField(max_length=16, blank=True)
     # Why the run had the plain-process fallback instead of bubblewrap (on its worker).
     isolation_reason = models.CharField(max_length=500, blank=True)
+    # Started in a sandbox prepared before the run (tools_app/runner/standby.py).
+    spare = models.BooleanField(default=False)
     exit_code = models.IntegerField(null=True, blank=True)
     # Wall-time limit in seconds when the caller lowered or raised the tool's own
     # (`run_tool --timeout`); null means the manifest's `timeout`.
