@@ -371,3 +371,20 @@ def test_a_forked_child_does_not_hold_up_a_spare(tmp_path: Path) -> None:
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+
+
+def test_concurrent_runs_of_a_shape_leave_one_spare(tmp_path: Path) -> None:
+    for _ in range(2):  # the second run ends while the first one's spare is being started
+        threads = [
+            threading.Thread(target=run_tool, args=(tmp_path, "typescript", ENV_TS))
+            for _ in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    spare = ready_spare()
+    time.sleep(1)  # time for a second spare to (wrongly) replace it
+    assert standby._keeper.spare is spare
+    standby.discard_spare()
+    assert not any((tmp_path / "runs").glob("spare-*"))

@@ -347,9 +347,12 @@ class _Keeper:
                         self.trash.append(self.spare)
                         self.spare = None
                 wanted = self.wanted
-                if wanted is not None and self.spare is not None and self.spare.shape != wanted:
-                    self.trash.append(self.spare)
-                    self.spare = None
+                if wanted is not None and self.spare is not None:
+                    if self.spare.shape == wanted:  # asked for while it was being started
+                        wanted = self.wanted = None
+                    else:
+                        self.trash.append(self.spare)
+                        self.spare = None
                 if self.trash or wanted is not None:
                     trash, self.trash = self.trash, []
                     self.wanted = None
@@ -380,7 +383,7 @@ class _Keeper:
             with self.cond:
                 self.making = None
                 if made is not None:
-                    if self.wanted is None or self.wanted == shape:
+                    if self.spare is None and self.wanted in (None, shape):
                         self.spare = made
                     else:
                         self.trash.append(made)
