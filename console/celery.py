@@ -16,3 +16,12 @@ def close_old_connections(**kwargs) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@signals.worker_process_shutdown.connect
+def discard_spare_sandbox(**kwargs) -> None:
+    """A pool process that stops takes its spare sandbox down with it, folder included
+    (its processes would die with it anyway: bwrap --die-with-parent)."""
+    from tools_app.runner import standby
+
+    standby.discard_spare()

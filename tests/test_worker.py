@@ -122,6 +122,9 @@ def test_later_runs_start_in_spare_sandboxes(worker, make_tool):
     assert Run.objects.filter(tool=tool, spare=True).exists()
     assert Run.objects.filter(tool=tool, spare=False).exists()  # the first one
 
+    worker.stop()  # its pool processes take their spares down, folders included
+    assert not any(work.glob("spare-*"))
+
 
 def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):
     sleepy = make_tool("sleepy", language="python", source=SLEEPY_PY, inputs=SECONDS)
