@@ -290,7 +290,7 @@ class _Execution:
         stdout_r, stdout_w = os.pipe() if request.language == "bash" else (-1, -1)
         gate: Gate | None = None
         if gated:
-            gate = Gate(self.dirs.root)
+            gate = Gate()
             protocol_r, protocol_w = gate.protocol_r, -1
             launcher: list[str] = []
         else:
@@ -307,22 +307,26 @@ class _Execution:
         stdin = os.memfd_create("params")
         os.write(stdin, json.dumps(params, default=str).encode())
         os.lseek(stdin, 0, os.SEEK_SET)
+        stdout = stdout_w if request.language == "bash" else log_w
         try:
             command = self._argv(paths)
-            argv = gate.argv(command) if gate is not None else launcher + command
             self.started = time.monotonic()
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=stdin,
-                stdout=stdout_w if request.language == "bash" else log_w,
-                stderr=log_w,
-                pass_fds=(protocol_w,) if protocol_w >= 0 else (),
-                env=env,
-                cwd=self.dirs.home,
-                start_new_session=True,
-            )
             if gate is not None:
+                self.proc = gate.popen(
+                    command, stdin=stdin, stdout=stdout, stderr=log_w, env=env, cwd=self.dirs.home
+                )
                 gate.open(self.proc, self.cgroup, sandbox.rlimits(request.language, limits))
+            else:
+                self.proc = subprocess.Popen(
+                    launcher + command,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=log_w,
+                    pass_fds=(protocol_w,),
+                    env=env,
+                    cwd=self.dirs.home,
+                    start_new_session=True,
+                )
         except (OSError, RuntimeError) as exc:
             if self.proc is not None and self.proc.poll() is None:
                 self.proc.kill()

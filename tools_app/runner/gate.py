@@ -1,49 +1,72 @@
 """How a bwrap run's first process gets into its cgroups before anything of the tool runs.
 
-A tiny shell opens the protocol FIFO as its fd 3 and waits at the gate FIFO; the runner
-writes the shell's PID into the run's cgroups, sets its rlimits from outside (prlimit) and
-opens the gate; the shell then execs bwrap, so every process of the sandbox is counted. A
-Python launcher would do the same from inside but costs ~40 ms of interpreter start-up.
-dash reads no start-up file when non-interactive, so the environment cannot run code here.
+A tiny shell starts with the gate pipe as its stdin and the protocol pipe as its stdout. It
+waits for "go"; meanwhile the runner writes the shell's PID into the run's cgroups and sets
+its rlimits from outside (prlimit). Then the shell moves the protocol pipe to fd 3, takes
+the tool's stdin and stdout from the descriptors it was given, and execs bwrap, so every
+process of the sandbox is counted. If the runner dies first, the gate pipe ends and the
+shell exits instead of waiting forever. (Descriptors are reopened through /proc/self/fd:
+dash redirects only fds 0-9.) A Python launcher would do the same from inside but costs
+~40 ms of interpreter start-up. dash reads no start-up file when non-interactive, so the
+environment cannot run code here.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import os
 import resource
 import subprocess
-import time
 from pathlib import Path
 
 from .cgroups import RunCgroup
 
+# $1: the descriptor the tool's stdin comes from, $2: the one its stdout goes to.
 SCRIPT = (
-    'exec 3>"$2" || exit 125; read -r go <"$1" && [ "$go" = go ] || exit 125; shift 2; exec "$@"'
+    'read -r go && [ "$go" = go ] || exit 125; '
+    'exec 3>&1 <"/proc/self/fd/$1" >"/proc/self/fd/$2" || exit 125; '
+    'shift 2; exec "$@"'
 )
-SECONDS = 10.0  # how long the shell may take to reach the gate
 
 
 class Gate:
-    """The two FIFOs of one gated start, made in `folder` (removed once both are open)."""
+    """The gate and protocol pipes of one gated start."""
 
-    def __init__(self, folder: Path) -> None:
-        self.gate = folder / "gate"
-        self.protocol = folder / "protocol"
-        os.mkfifo(self.gate, 0o600)
-        os.mkfifo(self.protocol, 0o600)
-        # Opened before the shell starts, so its `exec 3>` does not block.
-        self.protocol_r = os.open(self.protocol, os.O_RDONLY | os.O_NONBLOCK)
+    def __init__(self) -> None:
+        self.gate_r, self.gate_w = os.pipe()
+        self.protocol_r, self.protocol_w = os.pipe()
 
-    def argv(self, command: list[str]) -> list[str]:
-        return ["/bin/sh", "-c", SCRIPT, "tool-gate", str(self.gate), str(self.protocol), *command]
+    def popen(
+        self,
+        command: list[str],
+        *,
+        stdin: int,
+        stdout: int,
+        stderr: int,
+        env: dict[str, str],
+        cwd: Path,
+    ) -> subprocess.Popen[bytes]:
+        """Start the shell in front of `command`; the protocol's read end stays ours."""
+        try:
+            return subprocess.Popen(
+                ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout), *command],
+                stdin=self.gate_r,
+                stdout=self.protocol_w,
+                stderr=stderr,
+                pass_fds=(stdin, stdout),
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        finally:  # the shell's ends are its own now
+            for name in ("gate_r", "protocol_w"):
+                self._close(name)
 
     def open(
         self, proc: subprocess.Popen[bytes], cgroup: RunCgroup | None, rlimits: dict[str, int]
     ) -> None:
         """Put the waiting shell into `cgroup`, set its rlimits, let it exec. Raises OSError
-        on failure. The shell has opened the protocol FIFO as its fd 3 by the time it opens
-        the gate, so the runner sees no false end of stream."""
+        on failure."""
         pid = proc.pid
         for procs_file in cgroup.procs_files if cgroup else []:
             try:
@@ -59,26 +82,21 @@ class Gate:
             if hard != resource.RLIM_INFINITY:
                 value = min(value, hard)  # only root may raise a hard limit
             resource.prlimit(pid, which, (value, value))
-        deadline = time.monotonic() + SECONDS
-        while True:
-            try:
-                fd = os.open(self.gate, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:  # ENXIO: the shell has not opened it yet
-                    raise
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise OSError("tool sandbox setup failed: the launcher did not start")
-            time.sleep(0.0005)
         try:
-            os.write(fd, b"go\n")
+            os.write(self.gate_w, b"go\n")
+        except BrokenPipeError:
+            raise OSError("tool sandbox setup failed: the launcher did not start") from None
         finally:
-            os.close(fd)
-        for fifo in (self.gate, self.protocol):  # both are open now; leave no trace
-            fifo.unlink()
+            self._close("gate_w")
 
     def close(self) -> None:
-        """After a failed start: the read end and any FIFO left."""
-        os.close(self.protocol_r)
-        for fifo in (self.gate, self.protocol):
-            fifo.unlink(missing_ok=True)
+        """After a failed start: every descriptor left, the protocol's read end included."""
+        for name in ("gate_r", "gate_w", "protocol_r", "protocol_w"):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        fd = getattr(self, name)
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            setattr(self, name, -1)

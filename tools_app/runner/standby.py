@@ -174,19 +174,18 @@ class Sandbox:
         )
         tasks = limits.max_processes + cgroups.TASK_ALLOWANCE
         self.cgroup = cgroups.create(limits.memory_bytes, tasks)
-        gate = Gate(self.root)
+        gate = Gate()
         self.protocol_r = gate.protocol_r
         stdin_r, self.stdin_w = os.pipe()
         self.log_r, log_w = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                gate.argv(argv),
+            self.proc = gate.popen(
+                argv,
                 stdin=stdin_r,
                 stdout=log_w,
                 stderr=log_w,
                 env=self.env,
                 cwd=self.root / "home",
-                start_new_session=True,
             )
             gate.open(self.proc, self.cgroup, sandbox.rlimits(shape.language, limits))
         except BaseException:
