@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tools_app.runner.gate import Gate
@@ -68,3 +69,42 @@ def test_a_runner_that_dies_before_go_leaves_no_shell(tmp_path: Path) -> None:
     gate, proc = started(tmp_path, "echo should not run >&3")
     gate.close()  # what the runner's death does to its end of the gate pipe
     assert proc.wait(10) == 125
+
+
+LOW_FDS = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from tools_app.runner.gate import Gate
+
+# The tool's stdin and stdout on fds 3 and 4, where the protocol must end up.
+for fd in range(3, 10):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+params = os.memfd_create("params")
+out = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o600)
+assert (params, out) == (3, 4), (params, out)
+os.write(params, b"params on fd 3")
+gate = Gate()
+proc = gate.popen(["/bin/sh", "-c", "cat; echo protocol >&3"], stdin=params, stdout=out,
+                  stderr=2, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+os.close(params)
+os.close(out)
+gate.open(proc, None, {})
+assert proc.wait(10) == 0
+print(os.read(gate.protocol_r, 100).decode(), end="")
+"""
+
+
+def test_it_works_whatever_descriptors_it_is_given(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", LOW_FDS, str(repo), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "protocol\n", "")
+    assert (tmp_path / "out").read_bytes() == b"params on fd 3"

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from .cgroups import RunCgroup
 
-# $1: the descriptor the tool's stdin comes from, $2: the one its stdout goes to.
+# $1: the descriptor the tool's stdin comes from, $2: the one its stdout goes to (any
+# numbers, 3 included: each is reopened before fd 3 is taken; 9 is free once $1 is read).
 SCRIPT = (
     'read -r go && [ "$go" = go ] || exit 125; '
-    'exec 3>&1 <"/proc/self/fd/$1" >"/proc/self/fd/$2" || exit 125; '
+    'exec <"/proc/self/fd/$1" 9>"/proc/self/fd/$2" 3>&1 1>&9 9>&- || exit 125; '
     'shift 2; exec "$@"'
 )
 
