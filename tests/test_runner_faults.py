@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -540,8 +541,11 @@ def test_it_blocks_the_network_when_network_is_false(
     tmp_path: Path, sandbox: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", sandbox)
-    if isolation_level()[0] == "process" and not process_network_isolation():
-        pytest.skip("no network namespaces here: network: false is only a notice")
+    require(
+        isolation_level()[0] == "process" and not process_network_isolation(),
+        "no network namespaces for plain processes here (needs root): network: false is "
+        "only a notice",
+    )
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         allowed = run_tool(tmp_path, "python", CONNECT_PY, params={"port": port}, network=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from tests.conftest import require
 from tools_app import integrations, runs, vault
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, RunArtifact
@@ -337,8 +338,7 @@ def test_it_records_why_a_run_had_the_process_fallback(echo, monkeypatch):
 
 def test_it_records_no_reason_under_bwrap(echo, monkeypatch):
     monkeypatch.delenv("TOOL_CONSOLE_SANDBOX", raising=False)
-    if runs.runner.isolation_level()[0] != "bwrap":
-        pytest.skip("bubblewrap cannot run on this host")
+    require(runs.runner.isolation_level()[0] != "bwrap", "bubblewrap cannot run on this host")
     run = runs.execute_run(start(echo, {"name": "Ada"}).pk)
     assert run.isolation == "bwrap" and run.isolation_reason == ""
     assert runs.isolation_warnings() == []
