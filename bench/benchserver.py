@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -12,6 +13,25 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def console_env(workdir: Path, *, web_workers: int) -> dict[str, str]:
+    """Environment of a throwaway console in `workdir`: SQLite, its own state dir and
+    DATA_PATH, no seed tools, quiet logs."""
+    (workdir / "seed" / "tools").mkdir(parents=True)
+    return {
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": f"sqlite:///{workdir / 'console.sqlite3'}",
+        "CONSOLE_STATE_DIR": str(workdir / "state"),
+        "DATA_PATH": str(workdir / "data"),
+        "CONSOLE_SEED_PATH": str(workdir / "seed"),
+        "CONSOLE_SYNC_ON_START": "0",
+        "CONSOLE_SECRET_KEY": secrets.token_urlsafe(50),
+        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "CONSOLE_DEBUG": "0",
+        "CONSOLE_LOG_LEVEL": "WARNING",
+        "WEB_CONCURRENCY": str(web_workers),
+    }
 
 
 def free_port() -> int:

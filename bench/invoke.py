@@ -28,7 +28,6 @@ import argparse
 import http.client
 import json
 import os
-import secrets
 import shutil
 import socket
 import statistics
@@ -40,7 +39,7 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
+from benchserver import REPO, console_env, free_port, start_gunicorn, stop, wait_until_up
 
 TARGET_RATIO = 1.5
 WEB_WORKERS = 2
@@ -129,21 +128,10 @@ def port_open(host: str, port: int) -> bool:
 
 
 def bench_env(workdir: Path, broker: str) -> dict[str, str]:
-    (workdir / "seed" / "tools").mkdir(parents=True)
     return {
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "DATABASE_URL": f"sqlite:///{workdir / 'console.sqlite3'}",
-        "CONSOLE_STATE_DIR": str(workdir / "state"),
-        "DATA_PATH": str(workdir / "data"),
-        "CONSOLE_SEED_PATH": str(workdir / "seed"),
-        "CONSOLE_SYNC_ON_START": "0",
-        "CONSOLE_SECRET_KEY": secrets.token_urlsafe(50),
-        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "CONSOLE_DEBUG": "0",
-        "CONSOLE_LOG_LEVEL": "WARNING",
+        **console_env(workdir, web_workers=WEB_WORKERS),
         "CELERY_BROKER_URL": broker,
         "CELERY_TASK_DEFAULT_QUEUE": f"bench-{uuid.uuid4().hex[:8]}",
-        "WEB_CONCURRENCY": str(WEB_WORKERS),
     }
 
 

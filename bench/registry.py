@@ -25,7 +25,6 @@ import http.client
 import json
 import os
 import re
-import secrets
 import shutil
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
+from benchserver import REPO, console_env, free_port, start_gunicorn, stop, wait_until_up
 
 TARGETS = {"full": 0.5, "not_modified": 0.8}
 WORKERS = 2
@@ -51,7 +50,7 @@ def main() -> int:
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-registry-"))
-    env = bench_env(workdir)
+    env = console_env(workdir, web_workers=WORKERS)
     os.environ.update(env)
     server = None
     try:
@@ -68,23 +67,6 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     report(result)
     return 0
-
-
-def bench_env(workdir: Path) -> dict[str, str]:
-    (workdir / "seed" / "tools").mkdir(parents=True)
-    return {
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "DATABASE_URL": f"sqlite:///{workdir / 'console.sqlite3'}",
-        "CONSOLE_STATE_DIR": str(workdir / "state"),
-        "DATA_PATH": str(workdir / "data"),
-        "CONSOLE_SEED_PATH": str(workdir / "seed"),
-        "CONSOLE_SYNC_ON_START": "0",
-        "CONSOLE_SECRET_KEY": secrets.token_urlsafe(50),
-        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "CONSOLE_DEBUG": "0",
-        "CONSOLE_LOG_LEVEL": "WARNING",
-        "WEB_CONCURRENCY": str(WORKERS),
-    }
 
 
 def prepare(count: int) -> str:
