@@ -291,7 +291,8 @@ class _Keeper:
         is being started: less work left than a cold start), else None."""
         deadline = time.monotonic() + SPARE_WAIT_SECONDS
         with self.cond:
-            while self.spare is None and (
+            # (A spare of another shape is about to be replaced by one of this shape.)
+            while (self.spare is None or self.spare.shape != shape) and (
                 self.making == shape or (self.wanted == shape and self.making is None)
             ):
                 remaining = deadline - time.monotonic()
