@@ -2,7 +2,7 @@
 environment, the connection test and key rotation.
 
 One module per seam (validation, errors, types, fields, service, environment, connection,
-rotation, paths); every public name is re-exported here, so callers import from
+rotation, paths, policy); every public name is re-exported here, so callers import from
 `tools_app.integrations`.
 
 Views, commands and Django admin all go through the functions here, so every change is
@@ -50,6 +50,7 @@ from tools_app.integrations.environment import (
     PreviewVariable,
     env_preview,
     environment_for,
+    readable_paths_for,
     secret_label,
 )
 from tools_app.integrations.errors import (
@@ -70,8 +71,14 @@ from tools_app.integrations.fields import (
     parse_custom_fields,
     type_of,
 )
-from tools_app.integrations.paths import (
-    readable_paths_for,
+from tools_app.integrations.paths import bindable, protected_path_problem, protected_paths
+from tools_app.integrations.policy import (
+    Basis,
+    Decision,
+    SecretAccess,
+    is_published,
+    secret_access,
+    set_allow_test_runs,
 )
 from tools_app.integrations.rotation import (
     RotationResult,
@@ -134,6 +141,15 @@ from tools_app.integrations.validation import (
 from tools_app.models import Integration, IntegrationSecret, Tool
 
 __all__ = [
+    "Basis",
+    "Decision",
+    "SecretAccess",
+    "bindable",
+    "is_published",
+    "protected_path_problem",
+    "protected_paths",
+    "secret_access",
+    "set_allow_test_runs",
     "Actor",
     "Integration",
     "IntegrationSecret",

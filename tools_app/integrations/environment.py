@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.views.decorators.debug import sensitive_variables
 
 from tools_app import vault
 from tools_app.integrations.errors import IntegrationUnavailable
 from tools_app.integrations.fields import fields_of
+from tools_app.integrations.paths import bindable
 from tools_app.models import Integration, Tool
 
 
@@ -155,3 +157,19 @@ def env_preview(tool_or_slugs: Tool | Iterable[str]) -> list[PreviewItem]:
             state, message = "ok", ""
         items.append(PreviewItem(slug, state, message, variables, integration))
     return items
+
+
+def readable_paths_for(slugs: Iterable[str], notices: list[str] | None = None) -> list[Path]:
+    """Host paths a tool declaring `slugs` may read: the values of the declared, enabled
+    integrations' `path` fields (e.g. the e-mail database). The runner binds them
+    read-only into the sandbox, which otherwise sees only the tool's own folder. A value
+    that is (or contains, or lies in) a protected path is left out with a notice."""
+    notices = [] if notices is None else notices
+    paths: list[Path] = []
+    for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
+        for spec in fields_of(integration):
+            value = (integration.values or {}).get(spec.name) or spec.default
+            if spec.kind == "path" and not spec.secret and value:
+                source = f"integration {integration.slug!r} field {spec.name!r}:"
+                paths += bindable([Path(value)], notices, source=source)
+    return paths

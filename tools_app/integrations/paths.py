@@ -1,22 +1,61 @@
-"""Host paths the sandbox may read through integrations' `path` fields."""
+"""Host paths and the sandbox: which paths no integration may hand to a tool.
+
+An integration's `path` field is bound read-only into the sandbox of every tool that
+declares it. Binding a parent of the console's state directory would hand a tool the
+encryption key, the database and every other run's artifacts, so a path that contains a
+protected path, or lies inside one, is refused when it is saved and again when a run
+starts (a value stored before this rule existed is then not bound)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
-from tools_app.integrations.fields import fields_of
-from tools_app.models import Integration
+from django.conf import settings
+from django.db import connections
 
 
-def readable_paths_for(slugs: Iterable[str]) -> list[Path]:
-    """Host paths a tool declaring `slugs` may read: the values of the declared, enabled
-    integrations' `path` fields (e.g. the e-mail database). The runner binds them
-    read-only into the sandbox, which otherwise sees only the tool's own folder."""
-    paths: list[Path] = []
-    for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
-        for spec in fields_of(integration):
-            value = (integration.values or {}).get(spec.name) or spec.default
-            if spec.kind == "path" and not spec.secret and value:
-                paths.append(Path(value))
-    return paths
+def protected_paths() -> list[tuple[str, Path]]:
+    """(what it is, resolved path) of everything a tool must never read."""
+    found: list[tuple[str, object]] = [
+        ("the console's state directory", settings.STATE_DIR),
+        ("the console's project folder", settings.BASE_DIR),
+        ("DATA_PATH", settings.DATA_PATH),
+        ("the encryption key file", settings.ENCRYPTION_KEY_FILE),
+        ("the run artifacts folder", settings.ARTIFACTS_PATH),
+        ("the runs' work folder", settings.RUNS_WORK_PATH),
+    ]
+    database = connections["default"].settings_dict
+    if database.get("ENGINE", "").endswith("sqlite3"):
+        name = str(database.get("NAME") or "")
+        if name and ":memory:" not in name and not name.startswith("file:"):
+            found.append(("the SQLite database", name))
+    return [(what, Path(path).resolve()) for what, path in found if path]
+
+
+def protected_path_problem(value: str) -> str | None:
+    """Why `value` may not be bound into a sandbox, or None. Symlinks and `..` are resolved
+    first, so neither hides a protected path."""
+    try:
+        path = Path(value).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return "cannot be resolved to a real path"
+    for what, protected in protected_paths():
+        if path == protected:
+            return f"is {what} ({protected}): tools must never read it"
+        if protected.is_relative_to(path):
+            return f"contains {what} ({protected}): tools must never read it"
+        if path.is_relative_to(protected):
+            return f"lies inside {what} ({protected}): tools must never read it"
+    return None
+
+
+def bindable(paths: list[Path], notices: list[str], *, source: str) -> list[Path]:
+    """The paths that pass protected_path_problem, resolved (what is checked is what gets
+    bound); each refused one adds a notice naming `source`."""
+    kept = []
+    for path in paths:
+        if problem := protected_path_problem(str(path)):
+            notices.append(f"{source} path {str(path)!r} was not made readable: it {problem}.")
+            continue
+        kept.append(Path(path).resolve())
+    return kept

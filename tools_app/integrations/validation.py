@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from django.views.decorators.debug import sensitive_variables
 
+from tools_app.integrations.paths import protected_path_problem
+
 TYPE_SLUG_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 # Same as tool manifests' integration slugs (tools_app.toolmd.SLUG_RE).
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -69,6 +71,8 @@ def value_problem(kind: str, value: str) -> str | None:
             return f"is longer than {MAX_PATH} characters"
         if not value.startswith("/"):
             return "must be an absolute path, e.g. /data/mail/index.sqlite3"
+        if problem := protected_path_problem(value):
+            return problem
         return None
     if len(value) > MAX_VALUE:
         return f"is longer than {MAX_VALUE // 1024} KiB"

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import runs
+from tools_app import integrations, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -74,6 +74,9 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "raw": raw,
         "json_mode": json_mode,
         "again": again,
+        "access": integrations.secret_access(
+            version, manifest.integrations, user=request.user, via=RunVia.BROWSER
+        ),
     }
     return render(
         request, "runs/form.html", context, status=400 if request.method == "POST" else 200
