@@ -39,13 +39,17 @@ def protected_path_problem(value: str) -> str | None:
         path = Path(value).resolve()
     except (OSError, RuntimeError, ValueError):
         return "cannot be resolved to a real path"
-    for what, protected in protected_paths():
-        if path == protected:
-            return f"is {what} ({protected}): tools must never read it"
-        if protected.is_relative_to(path):
-            return f"contains {what} ({protected}): tools must never read it"
-        if path.is_relative_to(protected):
-            return f"lies inside {what} ({protected}): tools must never read it"
+    protected = protected_paths()
+    # The most telling reason first: "is the database" over "lies inside the state dir".
+    for what, target in protected:
+        if path == target:
+            return f"is {what} ({target}): tools must never read it"
+    for what, target in protected:
+        if target.is_relative_to(path):
+            return f"contains {what} ({target}): tools must never read it"
+    for what, target in protected:
+        if path.is_relative_to(target):
+            return f"lies inside {what} ({target}): tools must never read it"
     return None
 
 
