@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import quote, urlsplit
 
 from django.views.decorators.debug import sensitive_variables
 
@@ -23,6 +22,7 @@ from tools_app.integrations.validation import (
     value_problem,
 )
 from tools_app.models import Integration
+from tools_app.runner.redact import Redactor
 
 
 @dataclass(frozen=True)
@@ -37,16 +37,9 @@ class TestOutcome:
 
 @sensitive_variables()
 def redact(text: str, secrets: Mapping[str, str]) -> str:
-    """Replace every secret (and its usual encodings) with its label; longest first."""
-    pairs: list[tuple[str, str]] = []
-    for label, value in secrets.items():
-        if not value:
-            continue
-        forms = {value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1]}
-        pairs += [(form, label) for form in forms if form]
-    for form, label in sorted(pairs, key=lambda p: -len(p[0])):
-        text = text.replace(form, label)
-    return text
+    """Replace every secret (and its encodings: base64, hex, reversed, URL, JSON) with its
+    label, the same way a run's output is redacted."""
+    return Redactor(dict(secrets)).redact(text)
 
 
 def _fill(
