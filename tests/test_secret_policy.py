@@ -15,12 +15,13 @@ from agent_api import agent_client, reset_api_caches
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
+from worker_fixtures import wait_for_run
 
 from tests.conftest import tool_files
 from tools_app import integrations, runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Integration, Run, ToolVersion
-from tools_app.models.runs import RunStatus, RunVia
+from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.versions import publish_version, save_version
 
 pytestmark = pytest.mark.django_db
@@ -234,3 +235,25 @@ def test_django_admin_shows_and_flips_the_switch_audited(probe, console_admin):
     event = AuditEvent.objects.get(action="integration.allow_test_runs")
     assert event.actor == console_admin.username and event.data == {"allow_test_runs": True}
     assert AuditEvent.objects.filter(action="admin.change", target_id=str(apify.pk)).exists()
+
+
+@pytest.mark.worker
+def test_browser_runs_through_the_celery_worker_follow_the_policy(
+    worker, developer_client, console_admin_client
+):
+    """The whole browser path: the run form, the queue, a real worker, the sandbox."""
+    support.create("apify", secrets={"token": TOKEN})
+    save("probe", publish=True, note="one")
+    save("probe", publish=False, note="two")
+    url = reverse("tool_run", args=["probe"]) + "?version=2"
+    results = {}
+    for who, client in (("developer", developer_client), ("admin", console_admin_client)):
+        response = client.post(url, {})
+        assert response.status_code == 302, response.content
+        run = Run.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[-1])
+        run = wait_for_run(run.pk, FINISHED, worker=worker)
+        results[who] = (said(run), run.notices)
+
+    assert results["developer"][0] == "APIFY_TOKEN unset"
+    assert "'apify' was withheld" in results["developer"][1][0]
+    assert results["admin"] == ("APIFY_TOKEN set", [])
