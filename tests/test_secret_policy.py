@@ -17,11 +17,12 @@ from django.test import Client
 from django.urls import reverse
 from worker_fixtures import wait_for_run
 
-from tests.conftest import tool_files
+from tests.conftest import require, tool_files
 from tools_app import integrations, runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Integration, Run, ToolVersion
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
+from tools_app.runner import isolation_level
 from tools_app.versions import publish_version, save_version
 
 pytestmark = pytest.mark.django_db
@@ -257,3 +258,44 @@ def test_browser_runs_through_the_celery_worker_follow_the_policy(
     assert results["developer"][0] == "APIFY_TOKEN unset"
     assert "'apify' was withheld" in results["developer"][1][0]
     assert results["admin"] == ("APIFY_TOKEN set", [])
+
+
+READ_PY = """
+import os
+
+def execute(tool_call_id, params, signal, on_update):
+    path = params["path"]
+    try:
+        with open(path) as f:
+            text = "READ " + f.read()
+    except OSError as exc:
+        text = "DENIED " + type(exc).__name__
+    state = "set" if os.environ.get("EMAIL_DB_PATH") else "unset"
+    return {"content": [{"type": "text", "text": f"{text}; EMAIL_DB_PATH {state}"}]}
+"""
+
+
+def test_a_withheld_integration_binds_no_path_either(tmp_path, developer):
+    """An integration's `path` field is a credential too: a withheld one is not bound."""
+    require(isolation_level()[0] != "bwrap", "binds exist only under bubblewrap")
+    shared = tmp_path / "mail"
+    shared.mkdir()
+    (shared / "archive.txt").write_text("private mail")
+    for path in (tmp_path, shared, shared / "archive.txt"):
+        path.chmod(0o755)
+    support.create("email_db", values={"path": str(shared)})
+    inputs = {"path": {"type": "string", "description": "A file to read."}}
+    files = tool_files("mailer", "python", READ_PY, integrations=["email_db"], inputs=inputs)
+    published = save_version("mailer", files, actor=Actor.system(), publish=True).version
+    files["TOOL.md"] = files["TOOL.md"].replace(b"The mailer tool.", b"The mailer tool, v2.")
+    draft = save_version("mailer", files, actor=Actor.system()).version
+    params = {"path": str(shared / "archive.txt")}
+
+    def read(version):
+        run = runs.start_run(
+            version, params, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
+        )
+        return said(runs.execute_run(run.pk))
+
+    assert read(published) == "READ private mail; EMAIL_DB_PATH set"
+    assert read(draft) == "DENIED FileNotFoundError; EMAIL_DB_PATH unset"
