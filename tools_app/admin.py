@@ -278,11 +278,11 @@ class IntegrationAdmin(AuditedAdmin):
         return False  # secrets can only be entered through the console's forms
 
     def save_model(self, request: HttpRequest, obj: Integration, form, change: bool) -> None:
-        # A console form open on the old revision must not silently overwrite this change.
         allow = obj.allow_test_runs
         if "allow_test_runs" in form.changed_data:
             # Saved through the policy's own function, which writes its audit event.
             obj.allow_test_runs = form.initial.get("allow_test_runs", False)
+        # A console form open on the old revision must not silently overwrite this change.
         obj.revision += 1
         obj.updated_by = request.user
         super().save_model(request, obj, form, change)
