@@ -21,7 +21,7 @@ import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 
@@ -118,10 +118,13 @@ def leaky_runs(admin_user, raw_token: str) -> list[Run]:
     started = [runs.start_run(version, {}, actor=Actor(user=admin_user), via="browser",
                               enqueue=False)]  # fmt: skip
     api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
-    answer = api.post("/api/v1/tools/leaky/invoke", {}, content_type="application/json")
-    assert answer.status_code == 202, answer.content
-    started.append(Run.objects.get(pk=answer.json()["run"]))
-    done = [runs.execute_run(run.pk) for run in started]
+    # The invoke queues its task when the transaction commits: this test runs it here
+    # first, so a Celery worker another test started (with other keys) finds it taken.
+    with transaction.atomic():
+        answer = api.post("/api/v1/tools/leaky/invoke", {}, content_type="application/json")
+        assert answer.status_code == 202, answer.content
+        started.append(Run.objects.get(pk=answer.json()["run"]))
+        done = [runs.execute_run(run.pk) for run in started]
     for run in done:
         assert run.status == "succeeded", run.result
         assert run.artifacts.count() == 1
