@@ -4,6 +4,7 @@ dumpdata output, not the raw database, no log line, no audit event, nothing in D
 
 from __future__ import annotations
 
+import base64
 import io
 import itertools
 import json
@@ -13,18 +14,28 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import integrations_support as support
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 
+from tests.conftest import tool_files
 from tools_app import integrations as domain
-from tools_app.models import AgentToken, AuditEvent, Integration, IntegrationSecret, Run, Tool
+from tools_app.models import (
+    AgentToken,
+    AuditEvent,
+    Integration,
+    IntegrationSecret,
+    Run,
+    RunArtifact,
+    Tool,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,12 +49,87 @@ CANARIES = (CANARY_FORM, CANARY_CLI)
 PIECES = tuple(c[-12:] for c in CANARIES)
 
 
+def encodings(canary: str) -> dict[str, str]:
+    """The forms a tool could print a canary in (computed here, not by the redactor): hex,
+    reversed, URL-encoded, and for base64 a stretch from the middle of the encoding at each
+    of the three byte alignments, standard and URL-safe, which any base64 text holding the
+    canary contains."""
+    raw = canary.encode()
+    forms = {
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
+        "reversed": canary[::-1],
+        "url": quote(canary, safe=""),
+    }
+    for offset, prefix in enumerate((b"", b"a", b"ab")):
+        for name, encode in (("b64", base64.b64encode), ("b64url", base64.urlsafe_b64encode)):
+            encoded = encode(prefix + raw + b"zz").decode()
+            forms[f"{name}@{offset}"] = encoded[4:-8]
+    return forms
+
+
+ENCODED = {f"{c[:11]} {kind}": form for c in CANARIES for kind, form in encodings(c).items()}
+
+
 def leaks(text: str | bytes) -> list[str]:
     if isinstance(text, bytes):
         found = [c for c in CANARIES + PIECES if c.encode() in text]
+        found += [k for k, form in ENCODED.items() if form.encode() in text]
     else:
         found = [c for c in CANARIES + PIECES if c in text]
+        found += [k for k, form in ENCODED.items() if form in text]
     return found
+
+
+# A published tool that leaks both canaries in every form through every channel a run has:
+# its result, progress, stderr, an artifact's name and a text artifact's content.
+LEAKY_PY = """
+import base64, os, sys
+from urllib.parse import quote
+
+def execute(tool_call_id, params, signal, on_update):
+    lines = []
+    for name in ("SEARXNG_TOKEN", "APIFY_TOKEN"):
+        s = os.environ.get(name, "")
+        raw = s.encode()
+        lines += [s, raw.hex(), raw.hex().upper(), s[::-1], quote(s, safe=""),
+                  base64.b64encode(raw).decode(), base64.urlsafe_b64encode(b"ab" + raw).decode(),
+                  base64.b64encode(b"Bearer " + raw).decode()]
+    for line in lines:
+        on_update({"content": [{"type": "text", "text": line}]})
+        print(line, file=sys.stderr)
+    out = os.environ["TOOL_OUTPUT_DIR"]
+    name = os.environ.get("APIFY_TOKEN", "").encode().hex()
+    with open(os.path.join(out, "leak-" + name + ".txt"), "w") as f:
+        f.write("\\n".join(lines))
+    return {"content": [{"type": "text", "text": " ".join(lines)}]}
+"""
+
+
+def leaky_runs(admin_user, raw_token: str) -> list[Run]:
+    """Real runs of LEAKY_PY: one from the browser, one through the agent API."""
+    from tools_app import runs
+    from tools_app.audit import Actor
+    from tools_app.versions import save_version
+
+    files = tool_files("leaky", "python", LEAKY_PY, integrations=["searxng", "apify"])
+    save_version("leaky", files, actor=Actor(user=admin_user), publish=True)
+    version = Tool.objects.get(name="leaky").published_version
+    started = [runs.start_run(version, {}, actor=Actor(user=admin_user), via="browser",
+                              enqueue=False)]  # fmt: skip
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
+    # The invoke queues its task when the transaction commits: this test runs it here
+    # first, so a Celery worker another test started (with other keys) finds it taken.
+    with transaction.atomic():
+        answer = api.post("/api/v1/tools/leaky/invoke", {}, content_type="application/json")
+        assert answer.status_code == 202, answer.content
+        started.append(Run.objects.get(pk=answer.json()["run"]))
+        done = [runs.execute_run(run.pk) for run in started]
+    for run in done:
+        assert run.status == "succeeded", run.result
+        assert run.artifacts.count() == 1
+        assert "{{apify.token}}" in run.result["content"][0]["text"]
+    return done
 
 
 def walk(resolvers=None, prefix: str = "", namespace: str = ""):
@@ -68,6 +154,7 @@ def candidates() -> dict[str, list[str]]:
         "slug": list(Integration.objects.values_list("slug", flat=True)),
         "type_slug": sorted(domain.integration_types()),
         "pk": [str(pk) for pk in AgentToken.objects.values_list("pk", flat=True)],
+        "artifact_id": [str(pk) for pk in RunArtifact.objects.values_list("pk", flat=True)],
         "number": numbers,
         "n": numbers,
         "version": numbers,
@@ -165,6 +252,7 @@ def test_it_never_reveals_a_canary_secret(
         result={"content": [{"type": "text", "text": "{{searxng.token}}"}], "isError": False},
     )  # fmt: skip
     _, raw_token = AgentToken.issue("canary-agent", ["registry:read", "sync:read", "tools:invoke"])
+    leaky = leaky_runs(console_admin, raw_token)
     sync_tools()  # DATA_PATH after the integrations exist
 
     checked: dict[str, bytes] = {
@@ -198,6 +286,19 @@ def test_it_never_reveals_a_canary_secret(
     ]:
         assert statuses[f"admin {url}"] == 200, url
     assert sum(1 for s in statuses.values() if s == 200) >= 20
+
+    # The leaky runs' artifacts, downloaded and as stored.
+    for run in leaky:
+        for artifact in run.artifacts.all():
+            url = reverse("run_artifact", args=[run.pk, artifact.pk])
+            response = console_admin_client.get(url)
+            assert response.status_code == 200
+            checked[f"artifact download {url}"] = body(response)
+            checked[f"artifact name {artifact.pk}"] = artifact.name.encode()
+    stored = [p for p in Path(settings.ARTIFACTS_PATH).rglob("*") if p.is_file()]
+    assert len(stored) == 2
+    for path in stored:
+        checked[f"ARTIFACTS_PATH {path.name}"] = path.read_bytes()
 
     # Every agent API answer.
     api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")

@@ -418,15 +418,16 @@ def stored_artifact(run: Run, name: str, data: bytes, settings) -> RunArtifact:
     return RunArtifact.objects.create(run=run, name=name, size=len(data), path=f"{run.pk}/0001")
 
 
-def test_it_downloads_an_artifact(viewer_client, search, developer, settings):
+def test_it_downloads_an_artifact(developer_client, search, developer, settings):
+    # The run's own starter (tests/test_artifact_access.py: who else may).
     run = finished(search, developer)
     artifact = stored_artifact(run, 'out/re"port\n.html', b"<h1>hi</h1>", settings)
 
-    html = viewer_client.get(reverse("run", args=[run.pk])).content.decode()
+    html = developer_client.get(reverse("run", args=[run.pk])).content.decode()
     url = reverse("run_artifact", args=[run.pk, artifact.pk])
     assert url in html
 
-    response = viewer_client.get(url)
+    response = developer_client.get(url)
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == b"<h1>hi</h1>"
     assert response["Content-Type"] == "application/octet-stream"
@@ -435,20 +436,18 @@ def test_it_downloads_an_artifact(viewer_client, search, developer, settings):
 
 
 def test_it_hides_artifacts_from_the_wrong_run_or_people(
-    client, viewer_client, search, developer, settings
+    client, developer_client, search, developer, settings
 ):
     run = finished(search, developer)
     other = finished(search, developer)
     artifact = stored_artifact(run, "a.txt", b"a", settings)
 
-    assert viewer_client.get(reverse("run_artifact", args=[other.pk, artifact.pk])).status_code == (
-        404
-    )
+    wrong_run = reverse("run_artifact", args=[other.pk, artifact.pk])
+    assert developer_client.get(wrong_run).status_code == 404
     assert client.get(reverse("run_artifact", args=[run.pk, artifact.pk])).status_code == 302
     (Path(settings.ARTIFACTS_PATH) / artifact.path).unlink()
-    assert viewer_client.get(reverse("run_artifact", args=[run.pk, artifact.pk])).status_code == (
-        404
-    )
+    gone = reverse("run_artifact", args=[run.pk, artifact.pk])
+    assert developer_client.get(gone).status_code == 404
 
 
 # --- History ----------------------------------------------------------------------------

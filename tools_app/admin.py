@@ -19,6 +19,7 @@ from django.db.models import F, QuerySet
 from django.http import HttpRequest
 
 from tools_app.audit import Actor, record
+from tools_app.integrations.policy import set_allow_test_runs
 from tools_app.models import (
     AgentToken,
     AuditEvent,
@@ -244,8 +245,16 @@ class IntegrationSecretInline(ReadOnlyInline):
 
 @admin.register(Integration)
 class IntegrationAdmin(AuditedAdmin):
-    list_display = ("slug", "type_slug", "label", "enabled", "updated_at", "updated_by")
-    list_filter = ("type_slug", "enabled")
+    list_display = (
+        "slug",
+        "type_slug",
+        "label",
+        "enabled",
+        "allow_test_runs",
+        "updated_at",
+        "updated_by",
+    )
+    list_filter = ("type_slug", "enabled", "allow_test_runs")
     search_fields = ("slug", "label")
     list_select_related = ("updated_by",)
     fields = (
@@ -253,6 +262,7 @@ class IntegrationAdmin(AuditedAdmin):
         "type_slug",
         "label",
         "enabled",
+        "allow_test_runs",
         "values",
         "custom_fields",
         "revision",
@@ -261,17 +271,24 @@ class IntegrationAdmin(AuditedAdmin):
     )
     # Values and fields are edited in the console, which knows the integration type and
     # keeps secrets write-only. The slug is what tools refer to, so it is fixed too.
-    readonly_fields = tuple(f for f in fields if f not in ("label", "enabled"))
+    readonly_fields = tuple(f for f in fields if f not in ("label", "enabled", "allow_test_runs"))
     inlines = [IntegrationSecretInline]
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False  # secrets can only be entered through the console's forms
 
     def save_model(self, request: HttpRequest, obj: Integration, form, change: bool) -> None:
+        allow = obj.allow_test_runs
+        if "allow_test_runs" in form.changed_data:
+            # Saved through the policy's own function, which writes its audit event.
+            obj.allow_test_runs = form.initial.get("allow_test_runs", False)
         # A console form open on the old revision must not silently overwrite this change.
         obj.revision += 1
         obj.updated_by = request.user
         super().save_model(request, obj, form, change)
+        if allow != obj.allow_test_runs:
+            set_allow_test_runs(obj, allow, actor=Actor.from_request(request))
+            obj.refresh_from_db()
 
 
 @admin.register(IntegrationSecret)

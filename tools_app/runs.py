@@ -39,7 +39,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tools_app import bundle, runner, schema, toolmd, vault
+from tools_app import bundle, integrations, runner, schema, toolmd, vault
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
@@ -263,7 +263,13 @@ def _execute(
         raise RunSetupError(f"version {run.version.number} has no entry file to run")
     secret_params = unseal(sealed)
     params = {**run.params, **secret_params}
-    env, secrets = integration_environment(manifest.integrations)
+    # Who may use a secret is decided when the run starts, so an admin's switch applies
+    # to runs already queued. Withheld integrations give no variables and no paths.
+    access = integrations.secret_access(
+        run.version, manifest.integrations, user=run.user, via=run.via
+    )
+    notices = access.notices()
+    env, secrets = integration_environment(access.granted)
     for name, value in secret_params.items():
         if isinstance(value, str):
             secrets[SENSITIVE_LABEL.format(name=name)] = value
@@ -281,29 +287,32 @@ def _execute(
         network=manifest.network,
         limits=limits_for(manifest, run.timeout),
         work_root=root,
-        ro_binds=readable_paths(manifest.integrations),
+        ro_binds=readable_paths(access.granted, notices),
     )
     outcome = Supervisor(run, request, on_progress).run()
-    _finish(run, outcome)
+    _finish(run, outcome, notices)
 
 
-def readable_paths(slugs: tuple[str, ...] | list[str]) -> tuple[Path, ...]:
+def readable_paths(
+    slugs: tuple[str, ...] | list[str], notices: list[str] | None = None
+) -> tuple[Path, ...]:
     """Host paths the sandbox may read: shared input folders from settings and the
-    declared integrations' path fields (bound read-only by the runner)."""
-    from tools_app import integrations
-
-    paths = [Path(p) for p in settings.TOOL_INPUT_DIRS]
+    declared integrations' path fields (bound read-only by the runner). Protected paths
+    (the state dir, the project, DATA_PATH, keys, the database) are left out with a notice,
+    whenever and however they were configured."""
+    notices = [] if notices is None else notices
+    paths = integrations.bindable(
+        [Path(p) for p in settings.TOOL_INPUT_DIRS], notices, source="CONSOLE_TOOL_INPUT_DIRS"
+    )
     if slugs:
-        paths += integrations.readable_paths_for(slugs)
+        paths += integrations.readable_paths_for(slugs, notices)
     return tuple(paths)
 
 
 def integration_environment(slugs: tuple[str, ...] | list[str]) -> tuple[dict, dict]:
-    """(env vars, redaction labels -> values) of the declared integrations only."""
+    """(env vars, redaction labels -> values) of the given integrations only."""
     if not slugs:
         return {}, {}
-    from tools_app import integrations
-
     try:
         return integrations.environment_for(list(slugs))
     except (integrations.IntegrationError, vault.VaultError) as exc:
@@ -447,7 +456,9 @@ class Supervisor:
             logger.exception("could not beat the heartbeat of run %s", self.run_row.pk)
 
 
-def _finish(run: Run, outcome: runner.RunOutcome) -> None:
+def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = None) -> None:
+    """Store the outcome; `notices` (the console's own, e.g. a withheld integration) come
+    before the runner's."""
     status = STATUS_OF_OUTCOME.get(outcome.status, RunStatus.FAILED)
     with transaction.atomic():
         artifacts = _keep_artifacts(run, outcome.artifacts)
@@ -458,7 +469,7 @@ def _finish(run: Run, outcome: runner.RunOutcome) -> None:
             status=status,
             result=outcome.result,
             stderr_tail=outcome.stderr_tail,
-            notices=list(outcome.notices),
+            notices=[*(notices or []), *outcome.notices],
             isolation=outcome.isolation,
             isolation_reason=isolation_reason(outcome.isolation)[:500],
             spare=outcome.spare,

@@ -69,6 +69,11 @@ urlpatterns = [
         name="integration_enable",
     ),
     path(
+        "integrations/<slug:slug>/test-runs/",
+        integrations.integration_test_runs,
+        name="integration_test_runs",
+    ),
+    path(
         "integrations/<slug:slug>/delete/",
         integrations.integration_delete,
         name="integration_delete",

@@ -245,6 +245,10 @@ def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
 )
 def run_artifact(request: HttpRequest, run_id: str, artifact_id: int) -> HttpResponse:
     run = _own_run(request, run_id)
+    # _own_run already hides other tokens' runs (404); the model's rule is checked too, so
+    # the page and the API cannot drift apart.
+    if not run.can_download(Actor.from_request(request, token=request.auth)):
+        raise ApiError(403, "forbidden", "only the run's own token may download its artifacts")
     artifact = RunArtifact.objects.filter(run=run, pk=artifact_id).first()
     path = runs.artifact_file(artifact) if artifact is not None else None
     if artifact is None or path is None:

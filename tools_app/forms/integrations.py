@@ -246,6 +246,12 @@ def _value_validator(spec: FieldSpec):
     return validate
 
 
+class TestRunsForm(forms.Form):
+    """The "allow test runs" switch: runs of draft versions receive the credentials."""
+
+    allow = forms.BooleanField(required=False)
+
+
 class DeleteForm(forms.Form):
     confirm = forms.BooleanField(
         required=False,

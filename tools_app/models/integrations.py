@@ -19,6 +19,13 @@ class Integration(models.Model):
     type_slug = models.CharField(max_length=64)
     label = models.CharField(max_length=200, blank=True)
     enabled = models.BooleanField(default=True)
+    # Runs of unpublished versions (drafts) receive this integration's values only when
+    # this is on or an admin starts them (tools_app/integrations/policy.py).
+    allow_test_runs = models.BooleanField(
+        "allow test runs",
+        default=False,
+        help_text="Runs of draft versions, started by developers, receive these credentials.",
+    )
     values = models.JSONField(default=dict, blank=True)
     # Custom integrations carry their own field definitions (same shape as a type's fields).
     custom_fields = models.JSONField(default=list, blank=True)

@@ -96,6 +96,23 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.status in FINISHED
 
+    def can_download(self, actor) -> bool:
+        """May `actor` (anything with `.user` and `.token`, e.g. tools_app.audit.Actor)
+        download this run's artifacts? Artifacts can hold the starter's sensitive inputs
+        and whatever the tool fetched with its credentials, so only the run's own starter
+        (the same person, or the same agent token) and admins may; viewers and other
+        developers see the names only."""
+        from tools_app.roles import ADMIN, has_role
+
+        user = getattr(actor, "user", None)
+        token = getattr(actor, "token", None)
+        if user is not None and user.is_authenticated:
+            if has_role(user, ADMIN):
+                return True
+            if self.user_id is not None and self.user_id == user.pk:
+                return True
+        return token is not None and self.token_id is not None and self.token_id == token.pk
+
 
 class RunUpdate(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="updates")

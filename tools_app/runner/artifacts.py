@@ -33,11 +33,30 @@ def _copy(source_fd: int, target: Path, size: int) -> int:
     return copied
 
 
+def _redact_content(target: Path, name: str, redactor: Redactor, notices: list[str]) -> int:
+    """Replace the secrets in a copied artifact (DESIGN.md section 3: the content of text
+    artifacts). Binary content is searched too, for the longer forms only: a secret in a
+    binary file is replaced even though that may break the file, and a notice says so."""
+    if not redactor.active:
+        return target.stat().st_size
+    data = target.read_bytes()
+    redacted, is_text, changed = redactor.redact_bytes(data)
+    if changed:
+        target.write_bytes(redacted)
+        if not is_text:
+            notices.append(
+                f"artifact {name!r}: secret values found in its binary content were replaced "
+                "by their labels; the file may no longer open"
+            )
+    return len(redacted)
+
+
 def collect(
     output_dir: Path, into: Path, limits: Limits, redactor: Redactor, notices: list[str]
 ) -> list[Artifact]:
     """Regular files only (a symlink could point anywhere on the host), each at most
-    max_artifact_bytes, max_artifacts_total in all. Names are redacted; copies are numbered."""
+    max_artifact_bytes, max_artifacts_total in all. Names and content are redacted; copies
+    are numbered."""
     artifacts: list[Artifact] = []
     total = 0
     for path in _files(output_dir) if output_dir.is_dir() else []:
@@ -73,5 +92,6 @@ def collect(
         finally:
             os.close(fd)
         total += size
+        size = _redact_content(target, name, redactor, notices)
         artifacts.append(Artifact(name=name, path=target, size=size))
     return artifacts

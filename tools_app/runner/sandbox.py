@@ -339,7 +339,8 @@ def bwrap_argv(
 
 def _extra_binds(paths: Iterable[Path], notices: list[str]) -> list[str]:
     """Read-only binds of host paths the caller grants (e.g. an integration's database
-    file), refusing anything inside the console's own files."""
+    file), refusing anything inside the console's own files or containing them (a parent
+    of the project or the state dir would reveal them as well)."""
     args: list[str] = []
     hidden = _console_paths()
     if state_dir := os.environ.get("CONSOLE_STATE_DIR"):
@@ -348,6 +349,8 @@ def _extra_binds(paths: Iterable[Path], notices: list[str]) -> list[str]:
         real = os.path.realpath(path)
         if _under(real, hidden):
             notices.append(f"{path} was not made visible: it is inside the console's own files")
+        elif any(_under(own, [real]) for own in hidden):
+            notices.append(f"{path} was not made visible: it contains the console's own files")
         elif os.path.exists(real):
             # Visible at the path the tool was told and, for symlinks, at the real path.
             for target in dict.fromkeys([os.path.abspath(path), real]):

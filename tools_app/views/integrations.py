@@ -17,7 +17,7 @@ from django_htmx.middleware import HtmxDetails
 
 from tools_app import integrations as domain
 from tools_app.audit import Actor
-from tools_app.forms.integrations import DeleteForm, IntegrationForm
+from tools_app.forms.integrations import DeleteForm, IntegrationForm, TestRunsForm
 from tools_app.models import AuditEvent, Integration, Tool
 from tools_app.roles import ADMIN, VIEWER, has_role, role_required
 from tools_app.toolmd import NAME_RE
@@ -266,6 +266,29 @@ def integration_enable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     integration = get_object_or_404(Integration, slug=slug)
     domain.set_enabled(integration, True, actor=Actor.from_request(request))
     messages.success(request, f"Integration {slug} enabled.")
+    return _back(request, slug)
+
+
+@require_POST
+@role_required(ADMIN)
+def integration_test_runs(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Switch "allow test runs": whether runs of draft versions started by developers
+    receive this integration's values (tools_app/integrations/policy.py)."""
+    integration = get_object_or_404(Integration, slug=slug)
+    form = TestRunsForm(request.POST)
+    if not form.is_valid():  # a BooleanField(required=False) takes any value: unreachable
+        messages.error(request, "The switch could not be read; nothing changed.")
+        return _back(request, slug)
+    allowed = form.cleaned_data["allow"]
+    domain.set_allow_test_runs(integration, allowed, actor=Actor.from_request(request))
+    if allowed:
+        messages.success(request, f"Test runs allowed: runs of draft versions now receive {slug}.")
+    else:
+        messages.success(
+            request,
+            f"Test runs stopped: runs of draft versions receive {slug} only when an admin "
+            "starts them.",
+        )
     return _back(request, slug)
 
 

@@ -9,12 +9,13 @@ import uuid
 from pathlib import PurePosixPath
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import runs
+from tools_app import integrations, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -74,6 +75,9 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "raw": raw,
         "json_mode": json_mode,
         "again": again,
+        "access": integrations.secret_access(
+            version, manifest.integrations, user=request.user, via=RunVia.BROWSER
+        ),
     }
     return render(
         request, "runs/form.html", context, status=400 if request.method == "POST" else 200
@@ -159,6 +163,7 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
         "last_seq": last_seq,
         "artifacts": list(run.artifacts.all()) if run.is_finished else [],
         "can_run": has_role(request.user, DEVELOPER),
+        "can_download": run.can_download(Actor(user=request.user)),
         "poll_interval": POLL_INTERVAL,
     }
 
@@ -209,7 +214,13 @@ def run_cancel(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def run_artifact(request: HttpRequest, run_id: uuid.UUID, artifact_id: int) -> FileResponse:
-    artifact = get_object_or_404(RunArtifact, pk=artifact_id, run_id=run_id)
+    artifact = get_object_or_404(
+        RunArtifact.objects.select_related("run"), pk=artifact_id, run_id=run_id
+    )
+    if not artifact.run.can_download(Actor.from_request(request)):
+        raise PermissionDenied(
+            "Only the person who started this run, or an admin, may download its artifacts."
+        )
     path = runs.artifact_file(artifact)
     if path is None:
         raise Http404("The artifact's file is gone.")

@@ -13,9 +13,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from tools_app import rendering, schema, toolmd
+from tools_app import integrations, rendering, schema, toolmd
 from tools_app.forms.tools import ToolFilterForm
 from tools_app.models import Tool, ToolVersion
+from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
 from tools_app.views.lists import PER_PAGE, HtmxHttpRequest, render_list
@@ -111,6 +112,10 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "seed_notice": _seed_replaced_console_edit(tool, versions),
         "registry_json": json.dumps(registry_entry, indent=2, ensure_ascii=False),
         "highlight_css_version": rendering.pygments_css_hash(),
+        # What a run of this version by the current person would receive (DESIGN.md 3).
+        "access": integrations.secret_access(
+            version, manifest.integrations, user=request.user, via=RunVia.BROWSER
+        ),
     }
     return render(request, "tools/detail.html", context)
 

@@ -1,0 +1,175 @@
+"""The runner's environment: the declared integrations' variables, the secrets to
+redact, and the preview pages show (variable names, never values)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.views.decorators.debug import sensitive_variables
+
+from tools_app import vault
+from tools_app.integrations.errors import IntegrationUnavailable
+from tools_app.integrations.fields import fields_of
+from tools_app.integrations.paths import bindable
+from tools_app.models import Integration, Tool
+
+
+def secret_label(slug: str, field_name: str) -> str:
+    """What a secret value is replaced with in everything stored or shown about a run."""
+    return "{{" + f"{slug}.{field_name}" + "}}"
+
+
+@sensitive_variables()
+def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The variables for a tool that declares `slugs`, and its secrets for redaction.
+
+    Returns (env, secrets): env maps variable name -> value for the declared integrations
+    only; secrets maps label `{{slug.field}}` -> plaintext for every secret injected.
+    Raises IntegrationUnavailable (a message the run shows) when an integration is
+    missing, disabled, incomplete, collides with another, or a secret cannot be
+    decrypted. Nothing is partially returned."""
+    env: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    slugs = list(dict.fromkeys(slugs))
+    found = {
+        i.slug: i for i in Integration.objects.filter(slug__in=slugs).prefetch_related("secrets")
+    }
+    for slug in slugs:
+        integration = found.get(slug)
+        if integration is None:
+            raise IntegrationUnavailable(
+                f"integration {slug!r} is not configured: an admin must create it "
+                "(Integrations > New) before this tool can run"
+            )
+        if not integration.enabled:
+            raise IntegrationUnavailable(
+                f"integration {slug!r} is disabled: an admin must enable it "
+                "before this tool can run"
+            )
+        fields = fields_of(integration)
+        if not fields:
+            raise IntegrationUnavailable(
+                f"integration {slug!r} has type {integration.type_slug!r}, which is not installed"
+            )
+        stored = {s.field: s for s in integration.secrets.all()}
+        for spec in fields:
+            if spec.secret:
+                secret = stored.get(spec.name)
+                if secret is None:
+                    value = ""
+                else:
+                    try:
+                        value = vault.decrypt(secret.ciphertext, what=f"secret {slug}.{spec.name}")
+                    except vault.VaultError as exc:
+                        raise IntegrationUnavailable(str(exc)) from None
+            else:
+                value = (integration.values or {}).get(spec.name) or spec.default
+            if not value:
+                if spec.required:
+                    raise IntegrationUnavailable(
+                        f"integration {slug!r} lacks required field {spec.name!r} "
+                        f"({spec.env}): an admin must set it"
+                    )
+                continue
+            if spec.env in owners:
+                raise IntegrationUnavailable(
+                    f"integrations {owners[spec.env]!r} and {slug!r} both set {spec.env}"
+                )
+            owners[spec.env] = slug
+            env[spec.env] = value
+            if spec.secret:
+                labels[secret_label(slug, spec.name)] = value
+    return env, labels
+
+
+@dataclass(frozen=True)
+class PreviewVariable:
+    env: str
+    field: str
+    secret: bool
+    is_set: bool
+
+
+@dataclass(frozen=True)
+class PreviewItem:
+    slug: str
+    state: str  # ok | missing | disabled | incomplete | unknown_type
+    message: str
+    variables: tuple[PreviewVariable, ...] = ()
+    integration: Integration | None = None
+
+
+def env_preview(tool_or_slugs: Tool | Iterable[str]) -> list[PreviewItem]:
+    """For each integration a tool declares: the variable names it would receive (never
+    values) and whether anything stops the run."""
+    if isinstance(tool_or_slugs, Tool):
+        tool = tool_or_slugs
+        version = tool.published_version
+        slugs = (version.manifest.get("integrations") if version else None) or tool.integrations
+    else:
+        slugs = list(tool_or_slugs)
+    found = {
+        i.slug: i for i in Integration.objects.filter(slug__in=slugs).prefetch_related("secrets")
+    }
+    items = []
+    for slug in dict.fromkeys(slugs):
+        integration = found.get(slug)
+        if integration is None:
+            items.append(
+                PreviewItem(slug, "missing", "not configured: the tool gets none of its variables")
+            )
+            continue
+        fields = fields_of(integration)
+        if not fields:
+            items.append(
+                PreviewItem(
+                    slug,
+                    "unknown_type",
+                    f"type {integration.type_slug!r} is not installed",
+                    (),
+                    integration,
+                )
+            )
+            continue
+        stored = {s.field for s in integration.secrets.all()}
+        variables = tuple(
+            PreviewVariable(
+                env=f.env,
+                field=f.name,
+                secret=f.secret,
+                is_set=(f.name in stored)
+                if f.secret
+                else bool((integration.values or {}).get(f.name) or f.default),
+            )
+            for f in fields
+        )
+        missing = [
+            v.env for v, f in zip(variables, fields, strict=True) if f.required and not v.is_set
+        ]
+        if not integration.enabled:
+            state, message = "disabled", "disabled: runs that need it fail"
+        elif missing:
+            state, message = "incomplete", "required but not set: " + ", ".join(missing)
+        else:
+            state, message = "ok", ""
+        items.append(PreviewItem(slug, state, message, variables, integration))
+    return items
+
+
+def readable_paths_for(slugs: Iterable[str], notices: list[str] | None = None) -> list[Path]:
+    """Host paths a tool declaring `slugs` may read: the values of the declared, enabled
+    integrations' `path` fields (e.g. the e-mail database). The runner binds them
+    read-only into the sandbox, which otherwise sees only the tool's own folder. A value
+    that is (or contains, or lies in) a protected path is left out with a notice."""
+    notices = [] if notices is None else notices
+    paths: list[Path] = []
+    for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
+        for spec in fields_of(integration):
+            value = (integration.values or {}).get(spec.name) or spec.default
+            if spec.kind == "path" and not spec.secret and value:
+                source = f"integration {integration.slug!r} field {spec.name!r}:"
+                paths += bindable([Path(value)], notices, source=source)
+    return paths

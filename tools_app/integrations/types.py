@@ -1,0 +1,510 @@
+"""Integration type files `seed/integrations/<slug>.yaml`: parsing and the registry
+(the file format is described in the package docstring)."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from tools_app.checks import warning_source
+from tools_app.integrations.errors import UnknownType
+from tools_app.integrations.validation import (
+    FIELD_KEYS,
+    FIELD_NAME_RE,
+    KINDS,
+    MAX_FIELDS,
+    MAX_LABEL,
+    MAX_TYPE_FILE,
+    MAX_URL,
+    METHODS,
+    TEST_KEYS,
+    TYPE_KEYS,
+    TYPE_SLUG_RE,
+    env_problem,
+    value_problem,
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    line: int
+    key: str
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        mark = "warning: " if self.severity == "warning" else ""
+        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    env: str
+    label: str = ""
+    kind: str = "string"
+    secret: bool = False
+    required: bool = False
+    default: str = ""
+    help: str = ""
+
+    @property
+    def display(self) -> str:
+        return self.label or self.name
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "env": self.env,
+            "kind": self.kind,
+            "secret": self.secret,
+            "required": self.required,
+        }
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    url: str
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: str = ""
+    expect: tuple[int, ...] = ()  # empty: any 2xx
+
+
+@dataclass(frozen=True)
+class IntegrationType:
+    slug: str
+    label: str
+    description: str
+    fields: tuple[FieldSpec, ...] = ()
+    test: TestSpec | None = None
+    custom: bool = False
+    path: str = ""
+
+    def field(self, name: str) -> FieldSpec | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+@dataclass(frozen=True)
+class TypeRegistry:
+    types: dict[str, IntegrationType]
+    problems: list[Problem]
+
+
+class _Refused(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class _Loader(yaml.SafeLoader):
+    """Composes nodes only; anchors and aliases are refused before anything expands."""
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused(
+                event.start_mark.line + 1, "YAML anchors and aliases (& and *) are not allowed"
+            )
+        return super().compose_node(parent, index)
+
+
+class _Map(dict):
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.lines: dict[str, int] = {}
+
+
+class _Seq(list):
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.lines: list[int] = []
+
+
+_constructor = SafeConstructor()
+_SCALARS = {
+    "tag:yaml.org,2002:str": lambda n: n.value,
+    "tag:yaml.org,2002:int": _constructor.construct_yaml_int,
+    "tag:yaml.org,2002:bool": _constructor.construct_yaml_bool,
+    "tag:yaml.org,2002:null": lambda n: None,
+    "tag:yaml.org,2002:float": _constructor.construct_yaml_float,
+}
+
+
+def _value(node: Node) -> Any:
+    line = node.start_mark.line + 1
+    if isinstance(node, MappingNode):
+        result = _Map(line)
+        for key_node, value_node in node.value:
+            key = _value(key_node)
+            if not isinstance(key, str):
+                raise _Refused(key_node.start_mark.line + 1, "keys must be strings")
+            if key in result:
+                raise _Refused(key_node.start_mark.line + 1, f"duplicate key {key!r}")
+            result[key] = _value(value_node)
+            result.lines[key] = key_node.start_mark.line + 1
+        return result
+    if isinstance(node, SequenceNode):
+        seq = _Seq(line)
+        for item in node.value:
+            seq.append(_value(item))
+            seq.lines.append(item.start_mark.line + 1)
+        return seq
+    assert isinstance(node, ScalarNode)
+    make = _SCALARS.get(node.tag)
+    if make is None:
+        raise _Refused(line, f"unsupported YAML value (tag {node.tag})")
+    return make(node)
+
+
+class _Checker:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[Problem] = []
+
+    def error(self, line: int, key: str, message: str) -> None:
+        self.problems.append(Problem(self.path, line, key, message))
+
+    def warning(self, line: int, key: str, message: str) -> None:
+        self.problems.append(Problem(self.path, line, key, message, "warning"))
+
+    @property
+    def failed(self) -> bool:
+        return any(p.severity == "error" for p in self.problems)
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path(settings.BASE_DIR).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _text(c: _Checker, m: _Map, key: str, path: str, *, required: bool, limit: int = 2000) -> str:
+    value = m.get(key)
+    line = m.lines.get(key, m.line)
+    if value is None or value == "":
+        if required:
+            c.error(line, path, "is required")
+        return ""
+    if not isinstance(value, str):
+        c.error(line, path, f"must be a string, not {type(value).__name__}")
+        return ""
+    if len(value) > limit:
+        c.error(line, path, f"is longer than {limit} characters")
+        return ""
+    return value.strip()
+
+
+def _flag(c: _Checker, m: _Map, key: str, path: str) -> bool:
+    value = m.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        c.error(m.lines.get(key, m.line), path, f"must be true or false, not {value!r}")
+        return False
+    return value
+
+
+def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | None:
+    path = f"fields[{index}]"
+    if not isinstance(item, _Map):
+        c.error(line, path, "must be a mapping with name, env, ...")
+        return None
+    for key in item:
+        if key not in FIELD_KEYS:
+            c.error(
+                item.lines[key], f"{path}.{key}", f"unknown key (allowed: {', '.join(FIELD_KEYS)})"
+            )
+    name = _text(c, item, "name", f"{path}.name", required=True, limit=64)
+    if name and not FIELD_NAME_RE.fullmatch(name):
+        c.error(
+            item.lines["name"], f"{path}.name", f"{name!r} does not match {FIELD_NAME_RE.pattern}"
+        )
+    env = _text(c, item, "env", f"{path}.env", required=True, limit=128)
+    if env and (problem := env_problem(env)):
+        c.error(item.lines["env"], f"{path}.env", problem)
+    kind = _text(c, item, "kind", f"{path}.kind", required=False) or "string"
+    if kind not in KINDS:
+        c.error(item.lines["kind"], f"{path}.kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+    secret = _flag(c, item, "secret", f"{path}.secret")
+    if secret and kind != "string":
+        c.error(item.lines["kind"], f"{path}.kind", "secret fields must be of kind string")
+    default = item.get("default")
+    if default is not None and not isinstance(default, str):
+        c.error(item.lines["default"], f"{path}.default", "must be a string")
+        default = None
+    if secret and default:
+        c.error(item.lines["default"], f"{path}.default", "secret fields cannot have a default")
+    if default and kind in KINDS and not secret:
+        problem = value_problem(kind, default)
+        if problem:
+            c.error(item.lines["default"], f"{path}.default", problem)
+    spec = FieldSpec(
+        name=name,
+        env=env,
+        label=_text(c, item, "label", f"{path}.label", required=False, limit=MAX_LABEL) or name,
+        kind=kind,
+        secret=secret,
+        required=_flag(c, item, "required", f"{path}.required"),
+        default=(default or "").strip(),
+        help=_text(c, item, "help", f"{path}.help", required=False),
+    )
+    return spec
+
+
+def placeholders(template: str) -> list[str]:
+    """Field names used as {name} in a template; raises ValueError on a bad template."""
+    names = []
+    for _literal, name, spec, conversion in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if spec or conversion or not FIELD_NAME_RE.fullmatch(name):
+            raise ValueError(f"{{{name}}} must be a plain {{field_name}}")
+        names.append(name)
+    return names
+
+
+def _check_template(
+    c: _Checker, template: str, line: int, path: str, fields: Mapping[str, FieldSpec]
+) -> None:
+    try:
+        names = placeholders(template)
+    except ValueError as exc:
+        c.error(line, path, f"bad placeholder: {exc} (write {{{{ and }}}} for literal braces)")
+        return
+    for name in names:
+        if name not in fields:
+            c.error(line, path, f"{{{name}}} is not a field of this type")
+
+
+def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSpec | None:
+    test = m["test"]
+    line = m.lines["test"]
+    if test is None:
+        return None
+    if not isinstance(test, _Map):
+        c.error(line, "test", "must be a mapping with method, url, headers, expect")
+        return None
+    for key in test:
+        if key not in TEST_KEYS:
+            c.error(
+                test.lines[key], f"test.{key}", f"unknown key (allowed: {', '.join(TEST_KEYS)})"
+            )
+    method = (_text(c, test, "method", "test.method", required=False) or "GET").upper()
+    if method not in METHODS:
+        c.error(
+            test.lines["method"], "test.method", f"{method!r} is not one of {', '.join(METHODS)}"
+        )
+    url = _text(c, test, "url", "test.url", required=True, limit=MAX_URL)
+    if url:
+        _check_template(c, url, test.lines["url"], "test.url", fields)
+        scheme = url.split(":", 1)[0].lower() if ":" in url.split("{", 1)[0] else ""
+        starts_with_url_field = any(
+            url.startswith("{" + f.name + "}") and f.kind == "url" for f in fields.values()
+        )
+        if scheme not in ("http", "https") and not starts_with_url_field:
+            c.error(
+                test.lines["url"],
+                "test.url",
+                "must start with http://, https:// or a {field} of kind url",
+            )
+    headers: list[tuple[str, str]] = []
+    raw_headers = test.get("headers")
+    if raw_headers is not None:
+        if not isinstance(raw_headers, _Map):
+            c.error(test.lines["headers"], "test.headers", "must be a mapping of name: value")
+        else:
+            for name, value in raw_headers.items():
+                hline = raw_headers.lines[name]
+                if not re.fullmatch(r"[A-Za-z0-9-]{1,100}", name):
+                    c.error(hline, f"test.headers.{name}", "is not a valid header name")
+                    continue
+                if not isinstance(value, str):
+                    c.error(hline, f"test.headers.{name}", "must be a string")
+                    continue
+                _check_template(c, value, hline, f"test.headers.{name}", fields)
+                headers.append((name, value))
+    body = _text(c, test, "body", "test.body", required=False, limit=16 * 1024)
+    if body:
+        _check_template(c, body, test.lines["body"], "test.body", fields)
+        if method != "POST":
+            c.error(test.lines["body"], "test.body", "only a POST test can have a body")
+    expect: list[int] = []
+    raw_expect = test.get("expect")
+    if raw_expect is not None:
+        items = raw_expect if isinstance(raw_expect, list) else [raw_expect]
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, int) or not 100 <= item <= 599:
+                c.error(test.lines["expect"], "test.expect", f"{item!r} is not an HTTP status")
+            else:
+                expect.append(item)
+    return TestSpec(url=url, method=method, headers=tuple(headers), body=body, expect=tuple(expect))
+
+
+def parse_type(
+    text: str | bytes, path: str, slug: str
+) -> tuple[IntegrationType | None, list[Problem]]:
+    """Parse and validate one type file. Never raises on bad input."""
+    c = _Checker(path)
+    if len(text) > MAX_TYPE_FILE:
+        c.error(1, "file", f"is larger than {MAX_TYPE_FILE // 1024} KiB")
+        return None, c.problems
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            c.error(1, "file", f"is not UTF-8 (byte {exc.start})")
+            return None, c.problems
+    if not TYPE_SLUG_RE.fullmatch(slug):
+        c.error(1, "file", f"the file name {slug!r} must match {TYPE_SLUG_RE.pattern}")
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = _value(node) if node is not None else None
+    except _Refused as exc:
+        c.error(exc.line, "yaml", exc.message)
+        return None, c.problems
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        c.error(line, "yaml", getattr(exc, "problem", None) or str(exc).splitlines()[0])
+        return None, c.problems
+    finally:
+        loader.dispose()
+    if not isinstance(data, _Map):
+        c.error(1, "file", "must be a YAML mapping with label, description and fields")
+        return None, c.problems
+    for key in data:
+        if key not in TYPE_KEYS:
+            c.warning(data.lines[key], key, f"unknown key, ignored (known: {', '.join(TYPE_KEYS)})")
+    label = _text(c, data, "label", "label", required=True, limit=MAX_LABEL)
+    description = _text(c, data, "description", "description", required=True)
+    custom = _flag(c, data, "custom", "custom")
+    fields: dict[str, FieldSpec] = {}
+    raw_fields = data.get("fields")
+    if raw_fields is None or raw_fields == []:
+        if not custom:
+            c.error(data.lines.get("fields", data.line), "fields", "is required (a list of fields)")
+    elif not isinstance(raw_fields, _Seq):
+        c.error(data.lines["fields"], "fields", "must be a list of fields")
+    elif custom:
+        c.error(data.lines["fields"], "fields", "a custom type has no fields: admins define them")
+    else:
+        envs: dict[str, str] = {}
+        for index, (item, line) in enumerate(zip(raw_fields, raw_fields.lines, strict=True)):
+            spec = _check_field(c, item, index, line)
+            if spec is None or not spec.name:
+                continue
+            if spec.name in fields:
+                c.error(line, f"fields[{index}].name", f"duplicate field {spec.name!r}")
+            elif spec.env and spec.env in envs:
+                c.error(
+                    line,
+                    f"fields[{index}].env",
+                    f"{spec.env} is already used by {envs[spec.env]!r}",
+                )
+            else:
+                fields[spec.name] = spec
+                envs[spec.env] = spec.name
+        if len(fields) > MAX_FIELDS:
+            c.error(data.lines["fields"], "fields", f"more than {MAX_FIELDS} fields")
+    test = None
+    if "test" in data:
+        if custom:
+            c.error(data.lines["test"], "test", "a custom type cannot have a test")
+        else:
+            test = _check_test(c, data, fields)
+    if c.failed:
+        return None, c.problems
+    return (
+        IntegrationType(
+            slug=slug,
+            label=label,
+            description=description,
+            fields=tuple(fields.values()),
+            test=test,
+            custom=custom,
+            path=path,
+        ),
+        c.problems,
+    )
+
+
+def types_dir() -> Path:
+    return Path(
+        getattr(settings, "INTEGRATION_TYPES_PATH", None) or settings.SEED_PATH / "integrations"
+    )
+
+
+_types_cache: dict[tuple, TypeRegistry] = {}
+
+
+def load_types(directory: Path | None = None) -> TypeRegistry:
+    """All valid types in `directory` (default seed/integrations), plus every problem.
+    Cached until a file changes."""
+    directory = Path(directory or types_dir())
+    try:
+        files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml"))
+    except OSError:
+        files = []
+    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files if p.is_file())
+    cached = _types_cache.get((str(directory), stamp))
+    if cached is not None:
+        return cached
+    types: dict[str, IntegrationType] = {}
+    problems: list[Problem] = []
+    for path in files:
+        shown = _display_path(path)
+        if not path.is_file():
+            problems.append(Problem(shown, 1, "file", "is not a regular file"))
+            continue
+        if path.stat().st_size > MAX_TYPE_FILE:
+            problems.append(
+                Problem(shown, 1, "file", f"is larger than {MAX_TYPE_FILE // 1024} KiB")
+            )
+            continue
+        itype, found = parse_type(path.read_bytes(), shown, path.stem)
+        problems += found
+        if itype is None:
+            continue
+        if itype.slug in types:
+            problems.append(Problem(shown, 1, "file", f"type {itype.slug!r} is defined twice"))
+            continue
+        types[itype.slug] = itype
+    registry = TypeRegistry(types=types, problems=problems)
+    _types_cache.clear()
+    _types_cache[(str(directory), stamp)] = registry
+    return registry
+
+
+def integration_types() -> dict[str, IntegrationType]:
+    return load_types().types
+
+
+def get_type(slug: str) -> IntegrationType:
+    types = integration_types()
+    try:
+        return types[slug]
+    except KeyError:
+        known = ", ".join(sorted(types)) or "none installed"
+        raise UnknownType(f"unknown integration type {slug!r} (known: {known})") from None
+
+
+@warning_source
+def integration_type_warnings() -> list[str]:
+    return [f"Integration type file: {p}" for p in load_types().problems if p.severity == "error"]
