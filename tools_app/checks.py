@@ -34,3 +34,21 @@ def check_console(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         checks.Warning(message, id=f"tools_app.W{index:03d}")
         for index, message in enumerate(console_warnings(), start=1)
     ]
+
+
+@checks.register()
+def check_runner_privilege(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """A root worker that cannot drop privileges for tools refuses every run: an error."""
+    from tools_app.runner import privilege, sandbox
+
+    isolation, reason = sandbox.isolation_level()
+    refusal = privilege.refusal(isolation, reason)
+    if refusal is None:
+        return []
+    return [
+        checks.Error(
+            f"The worker refuses to run tools: {refusal}",
+            hint="Install bubblewrap, or run the worker as an unprivileged user.",
+            id="tools_app.E001",
+        )
+    ]
