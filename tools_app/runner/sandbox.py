@@ -4,11 +4,14 @@ environment and rlimits.
 bwrap view of the file system (nothing else of the host is visible):
   /usr /bin /sbin /lib* (read-only; symlinks kept as symlinks), a few /etc files (TLS roots,
   DNS, passwd/group; never all of /etc and never /etc/ssl/private), /proc of its own PID
-  namespace, a minimal /dev, /tmp as a size-capped tmpfs, the node binary and (python tools)
+  namespace (/proc/sys read-only; /sys not mounted), a minimal /dev, /tmp (inside the run's
+  disk quota, see quota.py), the node binary and (python tools)
   the console's interpreter prefixes at their host paths, read-only, with the console's own
   project directory, packages and DATA_PATH masked if they lie inside a bound path,
   /tool = the tool folder (read-only), /home/tool = the fresh work dir (HOME, cwd), with
   /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only).
+When the worker is root, tool code runs as CONSOLE_RUNNER_UID (privilege.py), under the
+seccomp filter of seccomp.py.
 """
 
 from __future__ import annotations
