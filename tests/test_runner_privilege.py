@@ -20,6 +20,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from tests.conftest import require
+from tools_app import runs
+from tools_app.audit import Actor
+from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -164,10 +167,9 @@ def test_it_runs_tool_code_as_an_unprivileged_host_user(tmp_path: Path, language
     outcome, seen = ids_of_tool_processes(tmp_path, language)
     assert outcome.status == CANCELLED, outcome
     assert len(seen) == 2
-    expected = [65534] * 4 if ROOT else [os.geteuid()] * 4
-    for ids in seen:
-        assert (ids["Uid"], ids["Gid"]) == (expected, [65534] * 4 if ROOT else ids["Gid"])
-        assert 0 not in ids["Uid"] + ids["Gid"]
+    # Real, effective, saved and file-system ids; a non-root worker's tools run as itself.
+    expected = ([65534] * 4, [65534] * 4) if ROOT else ([os.geteuid()] * 4, [os.getegid()] * 4)
+    assert [(ids["Uid"], ids["Gid"]) for ids in seen] == [expected] * 2
 
 
 @pytest.mark.skipif(not ROOT, reason="the run uid applies to a root worker")
@@ -483,10 +485,6 @@ def test_a_root_worker_without_bubblewrap_refuses_to_run_tools(
 def test_the_run_page_and_system_check_say_why_a_root_worker_refuses(
     developer_client, make_tool, no_bwrap: None
 ) -> None:
-    from tools_app import runs
-    from tools_app.audit import Actor
-    from tools_app.models.runs import RunStatus, RunVia
-
     tool = make_tool("echo_tool", language="bash")
     started = runs.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
