@@ -19,6 +19,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from tests import unprivileged
 from tests.conftest import require
 from tools_app import runs
 from tools_app.audit import Actor
@@ -339,6 +340,16 @@ def test_a_normal_tool_works_under_the_filter_in_every_language(
 ) -> None:
     outcome = run_tool(tmp_path, language, WRITES_EVERYWHERE[language])
     assert (outcome.status, texts(outcome)) == (SUCCEEDED, "wrote"), outcome
+
+
+@unprivileged.when_root
+def test_the_boundary_holds_for_an_unprivileged_worker(tmp_path: Path) -> None:
+    assert os.geteuid() != 0  # as root, this runs in a child as uid 65534
+    test_it_keeps_kernel_settings_read_only(tmp_path)
+    if os.uname().machine == "x86_64":
+        test_it_denies_dangerous_system_calls(tmp_path)
+    for language in sorted(WRITES_EVERYWHERE):
+        test_a_normal_tool_works_under_the_filter_in_every_language(tmp_path, language)
 
 
 QUOTA = Limits(timeout=60, grace_seconds=1, disk_mb=32)
