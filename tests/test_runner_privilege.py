@@ -433,6 +433,17 @@ def test_it_stops_a_tool_at_the_disk_quota(tmp_path: Path, case: str) -> None:
 
 
 @pytest.mark.skipif(not ROOT, reason="the quota file system needs a root worker")
+def test_it_stops_a_tool_that_makes_too_many_files(tmp_path: Path) -> None:
+    source = 'for i in $(seq 1 20000); do : > "$HOME/f$i" || exit 0; done\necho survived'
+    outcome = run_tool(tmp_path, "bash", source, limits=QUOTA)
+    assert outcome.status == FAILED, outcome
+    assert texts(outcome).startswith(
+        "The tool created more than 8192 files (the run's disk quota of 32 MiB allows no more)"
+    )
+    assert quota_mounts(tmp_path) == []
+
+
+@pytest.mark.skipif(not ROOT, reason="the quota file system needs a root worker")
 def test_it_stops_a_spares_tool_at_the_disk_quota(tmp_path: Path, spares: None) -> None:
     language, source = DISK_HOGS["python-2GiB"]
     ok = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"

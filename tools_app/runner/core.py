@@ -565,7 +565,7 @@ class _Execution:
 
     def _watch(self) -> None:
         """The disk quota; process and memory limits where no cgroup enforces them."""
-        if quota.full(self.dirs.root):
+        if quota.exhausted(self.dirs.root):
             self._limit(LIMIT_DISK)
             return
         cgroup = self.cgroup
@@ -674,7 +674,7 @@ class _Execution:
 
     def _wrote_too_much(self) -> bool:
         """The quota file system is full, or a process died writing past RLIMIT_FSIZE."""
-        if quota.full(self.dirs.root) or self.exit_code == -signal.SIGXFSZ:
+        if quota.exhausted(self.dirs.root) or self.exit_code == -signal.SIGXFSZ:
             return True
         log = self.log.text()
         return any(marker in log for marker in DISK_MARKERS)
@@ -707,10 +707,18 @@ class _Execution:
                 "and was stopped."
             )
         if self.limit_hit == LIMIT_DISK:
-            return (
-                f"The tool wrote more than {limits.disk_mb} MiB (the run's disk quota) "
-                "and was stopped."
-            ) + self._quote("Last output", self.log)
+            if quota.exhausted(self.dirs.root) == quota.FILES:
+                text = (
+                    f"The tool created more than {quota.max_files(limits.disk_bytes)} files "
+                    f"(the run's disk quota of {limits.disk_mb} MiB allows no more) "
+                    "and was stopped."
+                )
+            else:
+                text = (
+                    f"The tool wrote more than {limits.disk_mb} MiB (the run's disk quota) "
+                    "and was stopped."
+                )
+            return text + self._quote("Last output", self.log)
         if self._ran_out_of_memory():
             text = f"The tool ran out of memory (limit {limits.memory_mb} MiB) and was stopped."
         elif self.exit_code == 125 and "tool sandbox setup failed" in self.log.text():

@@ -34,6 +34,7 @@ MS_NODEV = 4
 MNT_DETACH = 2
 # Bytes of quota per inode: 512 MiB allows 128 Ki files (each costs kernel memory).
 BYTES_PER_INODE = 4096
+SPACE, FILES = "space", "files"  # what ran out
 SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own, inside the quota
 
 _swept = False
@@ -68,7 +69,7 @@ def _start_time(pid: int) -> str:
 
 
 def _mount(target: Path, size: int) -> None:
-    options = f"size={size},nr_inodes={max(1024, size // BYTES_PER_INODE)},mode=0711"
+    options = f"size={size},nr_inodes={max_files(size)},mode=0711"
     source = f"{SOURCE}-{_owner()}"
     libc = _libc()
     if libc.mount(source.encode(), str(target).encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
@@ -107,15 +108,23 @@ def release(root: Path) -> None:
         _unmount(disk)
 
 
-def full(root: Path) -> bool:
-    """Whether the run's quota file system has no block left (never without one)."""
+def exhausted(root: Path) -> str | None:
+    """SPACE or FILES when the run's quota file system has no block or no inode left;
+    None otherwise and without one."""
     disk = writable(root)
     try:
         if not os.path.ismount(disk):
-            return False
-        return os.statvfs(disk).f_bfree == 0
+            return None
+        info = os.statvfs(disk)
     except OSError:
-        return False
+        return None
+    if info.f_bfree == 0:
+        return SPACE
+    return FILES if info.f_ffree == 0 else None
+
+
+def max_files(disk_bytes: int) -> int:
+    return max(1024, disk_bytes // BYTES_PER_INODE)
 
 
 def bwrap_tmp_args(home_dir: Path, disk_bytes: int) -> list[str]:
