@@ -517,3 +517,17 @@ def test_the_run_page_and_system_check_say_why_a_root_worker_refuses(
     assert "Refused: the worker runs as root and bubblewrap is not available" in page
     with pytest.raises(SystemCheckError, match=r"tools_app\.E001.*refuses to run tools"):
         call_command("check")
+
+
+@pytest.mark.skipif(not ROOT, reason="the run uid applies to a root worker")
+@pytest.mark.parametrize(("uid", "gid"), [("0", "65534"), ("65534", "0"), ("nobody", "1")])
+def test_it_refuses_a_runner_uid_of_root_or_garbage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uid: str, gid: str
+) -> None:
+    monkeypatch.setenv("CONSOLE_RUNNER_UID", uid)
+    monkeypatch.setenv("CONSOLE_RUNNER_GID", gid)
+    marker = tmp_path / "ran"
+    outcome = run_tool(tmp_path, "bash", f"touch {marker}")
+    assert outcome.status == FAILED
+    assert texts(outcome).startswith("Refused: the worker runs as root and CONSOLE_RUNNER_UID")
+    assert not marker.exists()
