@@ -204,6 +204,8 @@ CELERY_BEAT_SCHEDULE = {
 RUNNER_MEMORY_MB = envint("CONSOLE_RUNNER_MEMORY_MB", "512")
 RUNNER_MAX_PROCESSES = envint("CONSOLE_RUNNER_MAX_PROCESSES", "64")
 RUNNER_GRACE_SECONDS = float(os.getenv("CONSOLE_RUNNER_GRACE_SECONDS", "5"))
+# Everything one run may write (work dir, /tmp, output); see tools_app/runner/quota.py.
+RUNNER_DISK_MB = envint("CONSOLE_RUNNER_DISK_MB", "512")
 RUN_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_RUN_HEARTBEAT_SECONDS", "5"))
 # Host folders every tool may read (read-only), e.g. where audio files to convert live.
 TOOL_INPUT_DIRS = envlist("CONSOLE_TOOL_INPUT_DIRS", "")

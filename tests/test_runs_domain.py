@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from tests import unprivileged
 from tests.conftest import require
 from tools_app import integrations, runs, vault
 from tools_app.audit import Actor
@@ -325,6 +326,7 @@ def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settin
     assert run.status == RunStatus.SUCCEEDED
 
 
+@unprivileged.when_root
 def test_it_records_why_a_run_had_the_process_fallback(echo, monkeypatch):
     monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", "process")
 

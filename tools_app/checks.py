@@ -34,3 +34,32 @@ def check_console(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         checks.Warning(message, id=f"tools_app.W{index:03d}")
         for index, message in enumerate(console_warnings(), start=1)
     ]
+
+
+@checks.register()
+def check_runner_privilege(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """A root worker that cannot drop privileges for tools refuses every run: an error."""
+    from tools_app.runner import privilege, sandbox, seccomp
+
+    isolation, reason = sandbox.isolation_level()
+    errors = []
+    if refusal := privilege.refusal(isolation, reason):
+        errors.append(
+            checks.Error(
+                f"The worker refuses to run tools: {refusal}",
+                hint="Install bubblewrap, or run the worker as an unprivileged user.",
+                id="tools_app.E001",
+            )
+        )
+    if isolation == "bwrap":
+        try:
+            seccomp.program()
+        except seccomp.SeccompUnavailable as exc:
+            errors.append(
+                checks.Error(
+                    f"Tools cannot start: their seccomp filter cannot be built ({exc}).",
+                    hint="Install the Debian package libseccomp2.",
+                    id="tools_app.E002",
+                )
+            )
+    return errors

@@ -338,6 +338,7 @@ def limits_for(manifest: Manifest, timeout: float | None) -> runner.Limits:
         memory_mb=settings.RUNNER_MEMORY_MB,
         max_processes=settings.RUNNER_MAX_PROCESSES,
         grace_seconds=settings.RUNNER_GRACE_SECONDS,
+        disk_mb=settings.RUNNER_DISK_MB,
     )
 
 

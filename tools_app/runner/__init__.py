@@ -24,6 +24,12 @@ How each limit is enforced (DESIGN.md section 3):
 - Start-up: under bwrap, node and python tools start from a standby sandbox (standby.py):
   the harness is started, in its cgroups, before the run is handed to it; after a run, a
   spare of the same shape is started in the background for the next one.
+- Privilege (privilege.py): a root worker runs tool code as CONSOLE_RUNNER_UID/GID (65534),
+  switched by setpriv inside bwrap, and refuses to run tools without bwrap. /proc/sys is
+  read-only; a seccomp filter (seccomp.py) denies mounts, modules, BPF, ptrace, keyrings,
+  new user namespaces and the like.
+- Disk (quota.py): everything a run can write is one tmpfs of CONSOLE_RUNNER_DISK_MB when
+  the worker is root; RLIMIT_FSIZE caps each file at it in any case.
 - Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
   results and updates before sending, the runner redacts and clips again.
 """

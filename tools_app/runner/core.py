@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import artifacts, cgroups, procs, sandbox, standby
+from . import artifacts, cgroups, privilege, procs, quota, sandbox, seccomp, standby
 from .gate import Gate
 from .limits import format_bytes, format_seconds
 from .records import (
@@ -58,9 +58,12 @@ OOM_MARKERS = (
     "xrealloc: cannot allocate",
     ": memory exhausted",
 )
+# What a process killed for writing past RLIMIT_FSIZE (the disk quota) leaves: bash's note.
+DISK_MARKERS = ("File size limit exceeded",)
 CANCELLED_TEXT = "Cancelled: the run was cancelled"
 LIMIT_PROCESSES = "processes"
 LIMIT_MEMORY = "memory"
+LIMIT_DISK = "disk"
 
 
 def run(
@@ -69,9 +72,9 @@ def run(
     cancel: threading.Event | None = None,
 ) -> RunOutcome:
     """Run one tool in the sandbox; never raises for anything the tool does."""
-    isolation, _ = sandbox.isolation_level()
+    isolation, why = sandbox.isolation_level()
     started = time.monotonic()
-    problem = _request_problem(request)
+    problem = _request_problem(request) or privilege.refusal(isolation, why)
     if problem:
         return _outcome_without_process(isolation, FAILED, problem, started)
     if cancel is not None and cancel.is_set():
@@ -144,28 +147,27 @@ def _valid_content(value: object) -> Content | None:
 @dataclass
 class _RunDirs:
     root: Path  # <work_root>/run-<id>: ours while running, then only artifacts/ is left
-    home: Path  # the tool's work dir
+    home: Path  # the tool's work dir, in the run's disk quota (quota.py)
     output: Path  # TOOL_OUTPUT_DIR
-    tmp: Path  # TMPDIR for a plain subprocess (bwrap gives a tmpfs instead)
+    tmp: Path  # /tmp (bwrap) or TMPDIR (a plain subprocess)
     artifacts: Path
 
     @classmethod
     def create(cls, work_root: Path | None) -> _RunDirs:
+        """The run's directory; what the tool writes to is made by quota.prepare()."""
         if work_root is None:
             root = Path(tempfile.mkdtemp(prefix="tool-run-"))
         else:
             root = Path(work_root) / f"run-{uuid.uuid4().hex}"
             root.parent.mkdir(parents=True, exist_ok=True)
             root.mkdir(mode=0o700)
-        dirs = cls(root, root / "home", root / "home" / "output", root / "tmp", root / "artifacts")
-        for path in (dirs.home, dirs.output, dirs.tmp):
-            path.mkdir()
-        return dirs
+        return cls.at(root)
 
     @classmethod
     def at(cls, root: Path) -> _RunDirs:
-        """The layout of a standby sandbox's directory (standby.py)."""
-        return cls(root, root / "home", root / "home" / "output", root / "tmp", root / "artifacts")
+        """The layout of a run's (or a standby sandbox's) directory."""
+        home = quota.home(root)
+        return cls(root, home, home / "output", quota.tmp(root), root / "artifacts")
 
 
 def _remove_tree(path: Path) -> None:
@@ -244,7 +246,7 @@ class _Execution:
             raw = str(params["output_path"] or "")
             parts = [p for p in PurePosixPath(raw).parts if p not in ("/", ".", "..")]
             parts = parts or ["output"]
-            (self.dirs.output / Path(*parts)).parent.mkdir(parents=True, exist_ok=True)
+            privilege.make_dirs(self.dirs.output, Path(*parts).parent)
             params["output_path"] = "/".join([paths.output, *parts])
         return params
 
@@ -269,6 +271,11 @@ class _Execution:
         if self.shape is not None:
             return self._start_standby(self.shape)
         request, limits = self.request, self.limits
+        try:
+            quota.prepare(self.dirs.root, limits.disk_bytes)
+        except OSError as exc:
+            self.start_error = f"The tool could not be started: {exc}"
+            return False
         paths = sandbox.tool_paths(
             self.isolation, Path(request.tool_dir).resolve(), self.dirs.home, self.dirs.tmp
         )
@@ -308,12 +315,20 @@ class _Execution:
         os.write(stdin, json.dumps(params, default=str).encode())
         os.lseek(stdin, 0, os.SEEK_SET)
         stdout = stdout_w if request.language == "bash" else log_w
+        filter_fd = -1
         try:
             command = self._argv(paths)
             self.started = time.monotonic()
             if gate is not None:
+                command, filter_fd = seccomp.attach(command)
                 self.proc = gate.popen(
-                    command, stdin=stdin, stdout=stdout, stderr=log_w, env=env, cwd=self.dirs.home
+                    command,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=log_w,
+                    env=env,
+                    cwd=self.dirs.home,
+                    extra_fds=(filter_fd,),
                 )
                 gate.open(self.proc, self.cgroup, sandbox.rlimits(request.language, limits))
             else:
@@ -340,7 +355,7 @@ class _Execution:
             self.start_error = f"The tool could not be started: {exc}"
             return False
         finally:
-            for fd in (stdin, protocol_w, log_w, stdout_w):
+            for fd in (stdin, protocol_w, log_w, stdout_w, filter_fd):
                 if fd >= 0:
                     os.close(fd)
         streams: list[tuple[int, Callable[[bytes | None], None]]] = [
@@ -549,7 +564,10 @@ class _Execution:
         return {pid for pid in members if table[pid].state != "Z"}
 
     def _watch(self) -> None:
-        """Process and memory limits where no cgroup enforces them."""
+        """The disk quota; process and memory limits where no cgroup enforces them."""
+        if quota.exhausted(self.dirs.root):
+            self._limit(LIMIT_DISK)
+            return
         cgroup = self.cgroup
         if cgroup is not None and cgroup.process_limit_hit():
             self._limit(LIMIT_PROCESSES)
@@ -598,6 +616,8 @@ class _Execution:
             hit = self.cgroup.process_limit_hit() and self.result_message is None
             if hit and self.limit_hit is None and self.stop_reason is None:
                 self.limit_hit = LIMIT_PROCESSES
+        if self.limit_hit is None and self.stop_reason is None and self._wrote_too_much():
+            self.limit_hit = LIMIT_DISK
         self.artifacts = artifacts.collect(
             self.dirs.output, self.dirs.artifacts, self.limits, self.redactor, self.notices
         )
@@ -611,7 +631,8 @@ class _Execution:
         self.selector.close()
         if self.cgroup is not None:
             self.cgroup.remove()
-        for path in (self.dirs.home, self.dirs.tmp, self.dirs.root / "tool"):
+        quota.release(self.dirs.root)  # the quota's files go with it
+        for path in (quota.writable(self.dirs.root), self.dirs.root / "tool"):
             _remove_tree(path)
         if not self.artifacts:
             _remove_tree(self.dirs.root)
@@ -651,6 +672,13 @@ class _Execution:
         text, _ = clip_utf8_start(text.strip(), MESSAGE_TAIL_BYTES)
         return f"\n\n{label}:\n{text}" if text else ""
 
+    def _wrote_too_much(self) -> bool:
+        """The quota file system is full, or a process died writing past RLIMIT_FSIZE."""
+        if quota.exhausted(self.dirs.root) or self.exit_code == -signal.SIGXFSZ:
+            return True
+        log = self.log.text()
+        return any(marker in log for marker in DISK_MARKERS)
+
     def _ran_out_of_memory(self) -> bool:
         if self.limit_hit == LIMIT_MEMORY or self.oom_kills > 0:
             return True
@@ -678,6 +706,19 @@ class _Execution:
                 f"The tool exceeded the process limit ({limits.max_processes} processes) "
                 "and was stopped."
             )
+        if self.limit_hit == LIMIT_DISK:
+            if quota.exhausted(self.dirs.root) == quota.FILES:
+                text = (
+                    f"The tool created more than {quota.max_files(limits.disk_bytes)} files "
+                    f"(the run's disk quota of {limits.disk_mb} MiB allows no more) "
+                    "and was stopped."
+                )
+            else:
+                text = (
+                    f"The tool wrote more than {limits.disk_mb} MiB (the run's disk quota) "
+                    "and was stopped."
+                )
+            return text + self._quote("Last output", self.log)
         if self._ran_out_of_memory():
             text = f"The tool ran out of memory (limit {limits.memory_mb} MiB) and was stopped."
         elif self.exit_code == 125 and "tool sandbox setup failed" in self.log.text():
@@ -727,7 +768,9 @@ class _Execution:
             if self.result_message is not None:
                 content += self._result_from_message(self.result_message)[0]
             return self.stop_reason, {"content": content, "isError": True}
-        if self.request.language == "bash":
+        if self.limit_hit == LIMIT_DISK:  # whatever the tool made of its failed writes
+            content, is_error = [{"type": "text", "text": self._failure_message()}], True
+        elif self.request.language == "bash":
             content, is_error = self._bash_result()
         elif self.result_message is not None:
             content, is_error = self._result_from_message(self.result_message)

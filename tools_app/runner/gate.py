@@ -46,15 +46,17 @@ class Gate:
         stderr: int,
         env: dict[str, str],
         cwd: Path,
+        extra_fds: tuple[int, ...] = (),
     ) -> subprocess.Popen[bytes]:
-        """Start the shell in front of `command`; the protocol's read end stays ours."""
+        """Start the shell in front of `command`; the protocol's read end stays ours.
+        `extra_fds` (numbers above 9) reach `command` as they are, e.g. a seccomp filter."""
         try:
             return subprocess.Popen(
                 ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout), *command],
                 stdin=self.gate_r,
                 stdout=self.protocol_w,
                 stderr=stderr,
-                pass_fds=(stdin, stdout),
+                pass_fds=(stdin, stdout, *extra_fds),
                 env=env,
                 cwd=cwd,
                 start_new_session=True,

@@ -17,10 +17,15 @@ class Limits:
     max_artifacts_total: int = 50 << 20
     stderr_tail_bytes: int = 64 << 10
     grace_seconds: float = 5
+    disk_mb: int = 512  # everything the run can write (quota.py)
 
     @property
     def memory_bytes(self) -> int:
         return self.memory_mb << 20
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_mb << 20
 
 
 def format_bytes(size: int) -> str:

@@ -4,11 +4,14 @@ environment and rlimits.
 bwrap view of the file system (nothing else of the host is visible):
   /usr /bin /sbin /lib* (read-only; symlinks kept as symlinks), a few /etc files (TLS roots,
   DNS, passwd/group; never all of /etc and never /etc/ssl/private), /proc of its own PID
-  namespace, a minimal /dev, /tmp as a size-capped tmpfs, the node binary and (python tools)
+  namespace (/proc/sys read-only; /sys not mounted), a minimal /dev, /tmp (inside the run's
+  disk quota, see quota.py), the node binary and (python tools)
   the console's interpreter prefixes at their host paths, read-only, with the console's own
   project directory, packages and DATA_PATH masked if they lie inside a bound path,
   /tool = the tool folder (read-only), /home/tool = the fresh work dir (HOME, cwd), with
   /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only).
+When the worker is root, tool code runs as CONSOLE_RUNNER_UID (privilege.py), under the
+seccomp filter of seccomp.py.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import privilege, quota
 from .limits import Limits
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -64,8 +68,6 @@ RESERVED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "TOOL_OUTPUT_DIR", "TOOL_CALL_
 DENIED_ENV_PREFIXES = ("LD_", "PYTHON", "NODE_", "BASH_FUNC_", "INPUT_")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# Regular files a tool writes are capped, so one run cannot fill the disk.
-FILE_SIZE_LIMIT = 1 << 30
 # V8 reserves ~570 MiB of writable-but-untouched address space at start-up, so RLIMIT_DATA
 # for node is the memory limit plus this; the real limit for node is the memory cgroup,
 # or the runner's RSS watchdog where there is none (RLIMIT_AS makes node abort at start).
@@ -94,6 +96,9 @@ def _node_if_installed() -> str | None:
 
 
 def bwrap_executable() -> str | None:
+    """TOOL_CONSOLE_BWRAP if set (a path; a missing one means no bwrap), else bwrap on PATH."""
+    if configured := os.environ.get("TOOL_CONSOLE_BWRAP"):
+        return configured if os.access(configured, os.X_OK) else None
     found = shutil.which("bwrap")
     if found is None and os.access("/usr/bin/bwrap", os.X_OK):
         found = "/usr/bin/bwrap"
@@ -107,15 +112,15 @@ def isolation_level() -> tuple[str, str]:
     """
     if os.environ.get("TOOL_CONSOLE_SANDBOX", "auto").lower() == "process":
         return "process", "bubblewrap disabled by TOOL_CONSOLE_SANDBOX=process"
-    return _probe_bwrap()
+    return _probe_bwrap(bwrap_executable())
 
 
 @functools.cache
-def _probe_bwrap() -> tuple[str, str]:
-    bwrap = bwrap_executable()
+def _probe_bwrap(bwrap: str | None) -> tuple[str, str]:
     if bwrap is None:
         return "process", "bubblewrap (bwrap) is not installed"
-    argv = [*_bwrap_base(bwrap, network=False, tmp_bytes=1 << 20), "--", "/bin/true"]
+    tmp_args = ["--size", str(1 << 20), "--tmpfs", SANDBOX_TMP]
+    argv = [*_bwrap_base(bwrap, network=False, tmp_args=tmp_args), "--", "/bin/true"]
     try:
         done = subprocess.run(argv, capture_output=True, timeout=15, env={}, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -198,7 +203,8 @@ def tool_argv(language: str, entry: str | None, paths: ToolPaths, limits: Limits
 def rlimits(language: str, limits: Limits) -> dict[str, int]:
     """RLIMIT_<name> -> value for the launcher. No RLIMIT_NPROC: it counts every process of
     the user (and root ignores it), so the process limit is a pids cgroup or a watchdog."""
-    values = {"CORE": 0, "FSIZE": FILE_SIZE_LIMIT}
+    # No single file beyond the disk quota, also where no quota file system can be mounted.
+    values = {"CORE": 0, "FSIZE": limits.disk_bytes}
     if language in ("python", "bash"):
         values["AS"] = limits.memory_bytes
     else:
@@ -249,14 +255,13 @@ def bash_inputs(params: dict[str, Any]) -> dict[str, str]:
     return inputs
 
 
-def _bwrap_base(bwrap: str, *, network: bool, tmp_bytes: int) -> list[str]:
+def _bwrap_base(bwrap: str, *, network: bool, tmp_args: list[str]) -> list[str]:
     args = [bwrap, "--die-with-parent", "--new-session"]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", "tool-sandbox"]
     if not network:
         args.append("--unshare-net")
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]  # root in the sandbox, but without any capability
+    args += privilege.bwrap_cap_args()  # root: only what setpriv needs to drop to the run uid
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
@@ -268,7 +273,10 @@ def _bwrap_base(bwrap: str, *, network: bool, tmp_bytes: int) -> list[str]:
     for path in MASKED_PATHS:
         if os.path.isdir(path):
             args += ["--tmpfs", path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", SANDBOX_TMP]
+    args += ["--proc", "/proc", "--dev", "/dev", *tmp_args]
+    # Kernel settings read-only (bwrap covers /proc/sys only where it can write it; /sys is
+    # not mounted at all).
+    args += ["--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", *["/proc/sysrq-trigger"] * 2]
     return args
 
 
@@ -313,7 +321,8 @@ def bwrap_argv(
 ) -> list[str]:
     bwrap = bwrap_executable()
     assert bwrap is not None
-    args = _bwrap_base(bwrap, network=network, tmp_bytes=limits.memory_bytes)
+    tmp_args = quota.bwrap_tmp_args(home, limits.disk_bytes)
+    args = _bwrap_base(bwrap, network=network, tmp_args=tmp_args)
     extra = [node] if (node := _node_if_installed()) else []
     if language == "python":
         extra += _python_prefixes()
@@ -333,7 +342,8 @@ def bwrap_argv(
     args += _extra_binds(ro_binds, notices if notices is not None else [])
     if language != "bash":
         args += ["--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
-    args += ["--chdir", SANDBOX_HOME, "--"]
+    args = privilege.open_parents(args)
+    args += ["--chdir", SANDBOX_HOME, "--", *privilege.drop_argv()]
     return args
 
 

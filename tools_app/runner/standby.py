@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cgroups, sandbox
+from . import cgroups, quota, sandbox, seccomp
 from .gate import Gate
 from .limits import Limits
 
@@ -59,6 +59,7 @@ class Shape:
     network: bool
     memory_mb: int
     max_processes: int
+    disk_mb: int
     ro_binds: tuple[Path, ...]
     folder: Path  # where the sandbox's own directory is made
     command: tuple[str, ...]  # bwrap's and the harness's arguments, for any other change
@@ -72,6 +73,7 @@ class Shape:
             network,
             limits.memory_mb,
             limits.max_processes,
+            limits.disk_mb,
             fields[3],
             folder,
             tuple(command),
@@ -79,7 +81,9 @@ class Shape:
 
     @property
     def limits(self) -> Limits:
-        return Limits(memory_mb=self.memory_mb, max_processes=self.max_processes)
+        return Limits(
+            memory_mb=self.memory_mb, max_processes=self.max_processes, disk_mb=self.disk_mb
+        )
 
 
 def _argv(
@@ -91,12 +95,12 @@ def _argv(
     *,
     notices: list[str],
 ) -> list[str]:
-    paths = sandbox.tool_paths("bwrap", root / "tool", root / "home", root / "tmp")
+    paths = sandbox.tool_paths("bwrap", root / "tool", quota.home(root), quota.tmp(root))
     outer = sandbox.bwrap_argv(
         language=language,
         network=network,
         tool_dir=root / "tool",
-        home=root / "home",
+        home=quota.home(root),
         limits=limits,
         ro_binds=ro_binds,
         notices=notices,
@@ -111,7 +115,8 @@ def paths() -> sandbox.ToolPaths:
 
 class Sandbox:
     """A started sandbox waiting for its run. `root` holds tool/ (bound read-only at
-    /tool), home/ (the work dir, with home/output) and tmp/."""
+    /tool) and disk/ (the disk quota, quota.py) with home/ (the work dir, with
+    home/output) and tmp/."""
 
     def __init__(self, shape: Shape, root: Path, env: dict[str, str], notices: list[str]) -> None:
         self.shape = shape
@@ -131,10 +136,10 @@ class Sandbox:
         harness waits for its run (bwrap has made its mounts: `root` may be renamed).
         Raises OSError or RuntimeError, having cleaned up, if that is impossible."""
         root.mkdir(mode=0o700, exist_ok=True)
-        for name in ("tool", "home", "home/output", "tmp"):
-            (root / name).mkdir(exist_ok=True)
+        (root / "tool").mkdir(mode=0o755, exist_ok=True)
         box = cls(shape, root, env, [])
         try:
+            quota.prepare(root, shape.limits.disk_bytes)
             box._start()
             if wait_ready:
                 box._wait_ready()
@@ -178,14 +183,17 @@ class Sandbox:
         self.protocol_r = gate.protocol_r
         stdin_r, self.stdin_w = os.pipe()
         self.log_r, log_w = os.pipe()
+        filter_fd = -1
         try:
+            argv, filter_fd = seccomp.attach(argv)
             self.proc = gate.popen(
                 argv,
                 stdin=stdin_r,
                 stdout=log_w,
                 stderr=log_w,
                 env=self.env,
-                cwd=self.root / "home",
+                cwd=quota.home(self.root),
+                extra_fds=(filter_fd,),
             )
             gate.open(self.proc, self.cgroup, sandbox.rlimits(shape.language, limits))
         except BaseException:
@@ -195,6 +203,8 @@ class Sandbox:
         finally:
             os.close(stdin_r)
             os.close(log_w)
+            if filter_fd >= 0:
+                os.close(filter_fd)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -265,6 +275,7 @@ class Sandbox:
                 self.proc.wait(5)
         if self.cgroup is not None:
             self.cgroup.remove()
+        quota.release(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -393,6 +404,7 @@ class _Keeper:
 def _sweep(folder: Path) -> None:
     """Remove spare directories of processes that died without discarding them: a live
     spare is never older than SPARE_IDLE_SECONDS."""
+    quota.sweep()  # their disk quotas first: a mount point cannot be removed
     cutoff = time.time() - 2 * SPARE_IDLE_SECONDS
     for path in folder.glob(f"{PREFIX}*"):
         with contextlib.suppress(OSError):

@@ -1,0 +1,91 @@
+"""Run a test as an unprivileged user when the suite runs as root.
+
+A root worker refuses the process fallback (no bubblewrap: the tool would run as root), so
+the tests of that fallback run where it is allowed: the same test, in a child pytest as
+uid/gid 65534, with its own state dir and SQLite test database."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+NOBODY = 65534
+CHILD_FLAG = "TOOL_CONSOLE_TEST_UNPRIVILEGED"
+
+
+def _current_node_id() -> str:
+    current = os.environ["PYTEST_CURRENT_TEST"]  # "tests/x.py::test_y[p] (call)"
+    return current.rsplit(" ", 1)[0]
+
+
+def _run_as_nobody(node_id: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="tool-console-unprivileged-") as scratch:
+        os.chown(scratch, NOBODY, NOBODY)
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if name not in ("DATABASE_URL", "PYTEST_CURRENT_TEST", "PYTEST_ADDOPTS")
+        }
+        env.update(
+            {
+                CHILD_FLAG: "1",
+                "HOME": scratch,
+                "CONSOLE_STATE_DIR": f"{scratch}/state",
+                "CONSOLE_SECRET_KEY": "unprivileged-test-key-not-secret",
+                "CONSOLE_TEST_DB_NAME": f"{scratch}/test.sqlite3",
+            }
+        )
+        done = subprocess.run(
+            [
+                "setpriv",
+                f"--reuid={NOBODY}",
+                f"--regid={NOBODY}",
+                "--clear-groups",
+                "--",
+                sys.executable,
+                "-m",
+                "pytest",
+                node_id,
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--basetemp={scratch}/pytest",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    summary = done.stdout.strip().splitlines()[-1:] or [""]
+    # Passed, and nothing skipped: a skip in the child would hide a test that never ran.
+    assert done.returncode == 0 and re.fullmatch(r"\d+ passed in .*", summary[0]), (
+        f"{node_id} as uid {NOBODY}:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
+    )
+
+
+def delegated() -> bool:
+    """Whether tests decorated with when_root run in a child here (set nothing up then)."""
+    return os.geteuid() == 0 and not os.environ.get(CHILD_FLAG)
+
+
+def when_root(test: Callable[..., Any]) -> Callable[..., Any]:
+    """Run the decorated test in a child pytest as uid 65534 when this process is root."""
+
+    @functools.wraps(test)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if delegated():
+            _run_as_nobody(_current_node_id())
+            return None
+        return test(*args, **kwargs)
+
+    return wrapper
