@@ -52,7 +52,7 @@ from django.views.decorators.debug import sensitive_variables
 from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from tools_app import http, vault
+from tools_app import egress, egress_config, http, vault
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Integration, IntegrationSecret, Tool
@@ -1543,8 +1543,9 @@ def _connection_test(
                 if any(p in secret_names for p in placeholders(template))
             ],
             transport=transport,
+            policy=egress_config.console_policy(integration),
         )
-    except http.HttpError as exc:
+    except (http.HttpError, egress.PolicyError) as exc:
         return TestOutcome(False, redact(f"Request failed: {exc}", labels))
     excerpt = " ".join(redact(result.text(), labels).split())
     if len(excerpt) > EXCERPT_CHARS:

@@ -39,7 +39,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tools_app import bundle, runner, schema, toolmd, vault
+from tools_app import bundle, egress_config, runner, schema, toolmd, vault
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
@@ -282,9 +282,21 @@ def _execute(
         limits=limits_for(manifest, run.timeout),
         work_root=root,
         ro_binds=readable_paths(manifest.integrations),
+        egress=tool_policy(manifest) if manifest.network else None,
     )
     outcome = Supervisor(run, request, on_progress).run()
     _finish(run, outcome)
+
+
+def tool_policy(manifest: Manifest):
+    """The egress policy of a run of this tool: the settings' allow list plus its
+    declared integrations' URLs (tools_app/egress_config.py)."""
+    from tools_app import egress
+
+    try:
+        return egress_config.tool_policy(manifest.integrations)
+    except egress.PolicyError as exc:
+        raise RunSetupError(f"The egress policy is invalid: {exc}") from None
 
 
 def readable_paths(slugs: tuple[str, ...] | list[str]) -> tuple[Path, ...]:
@@ -462,6 +474,7 @@ def _finish(run: Run, outcome: runner.RunOutcome) -> None:
             isolation=outcome.isolation,
             isolation_reason=isolation_reason(outcome.isolation)[:500],
             spare=outcome.spare,
+            network_policy=outcome.network_policy,
             exit_code=outcome.exit_code,
             duration=outcome.duration,
             error="",

@@ -46,11 +46,14 @@ class Gate:
         stderr: int,
         env: dict[str, str],
         cwd: Path,
+        prefix: list[str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start the shell in front of `command`; the protocol's read end stays ours."""
+        """Start the shell in front of `command`; the protocol's read end stays ours.
+        `prefix` runs the shell itself (network.unshare_prefix(): a new network namespace)."""
+        shell = ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout)]
         try:
             return subprocess.Popen(
-                ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout), *command],
+                [*(prefix or []), *shell, *command],
                 stdin=self.gate_r,
                 stdout=self.protocol_w,
                 stderr=stderr,

@@ -1,0 +1,239 @@
+"""The egress policy in real tool runs (bubblewrap, slirp4netns, nftables, as root): a
+network: true tool reaches public addresses and nothing of the host or private networks,
+except what the policy allows. The "public" and private hosts are network namespaces of
+our own (tests/egress_support.py); nothing else is a traffic target."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import egress_support as support
+from tests.conftest import require
+from tools_app import egress, egress_config
+from tools_app.runner import FAILED, SUCCEEDED, RunRequest, isolation_level, network, run, standby
+
+# Connects to each "host:port" in params.targets: "ok <answer>" or "refused <error>".
+PROBE_PY = textwrap.dedent(
+    """
+    import socket
+
+    def probe(target):
+        host, port = target.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=3) as sock:
+                sock.sendall(b"GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n")
+                data = b""
+                while chunk := sock.recv(4096):
+                    data += chunk
+            return "ok " + data.decode(errors="replace").split("\\r\\n\\r\\n", 1)[-1][:80]
+        except OSError as exc:
+            return f"refused {type(exc).__name__}"
+
+    def execute(tool_call_id, params, signal, on_update):
+        results = {t: probe(t) for t in params["targets"]}
+        return {"content": [{"type": "text", "text": __import__("json").dumps(results)}]}
+    """
+)
+# The same from bash (a cold start through the gate, not a spare).
+PROBE_SH = textwrap.dedent(
+    """
+    for target in $TARGETS; do
+      if timeout 3 bash -c "exec 3<>/dev/tcp/${target%:*}/${target##*:}" 2>/dev/null
+      then echo "$target ok"; else echo "$target refused"; fi
+    done
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def hosts() -> Iterator[support.EgressHosts]:
+    require(isolation_level()[0] != "bwrap", "egress filtering needs bubblewrap")
+    with support.test_hosts() as made:
+        yield made
+
+
+@pytest.fixture
+def local_http() -> Iterator[int]:
+    server, port = support.local_server()
+    try:
+        yield port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def no_spares_left() -> Iterator[None]:
+    yield
+    standby.discard_spare()
+    assert support.slirp_children() == []
+
+
+def probe(
+    tmp_path: Path, targets: list[str], policy: egress.Policy | None, *, network_on=True
+) -> dict[str, str]:
+    tool = tmp_path / "probe"
+    tool.mkdir(exist_ok=True)
+    (tool / "index.py").write_text(PROBE_PY)
+    outcome = run(
+        RunRequest(
+            tool_dir=tool,
+            language="python",
+            entry="index.py",
+            params={"targets": targets},
+            tool_call_id="egress",
+            env={},
+            secrets={},
+            network=network_on,
+            egress=policy,
+            work_root=tmp_path / "runs" / "r",
+        )
+    )
+    assert outcome.status == SUCCEEDED, outcome.result
+    return json.loads(outcome.result["content"][0]["text"])
+
+
+def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_ones(
+    tmp_path, hosts, local_http
+):
+    targets = [
+        f"{hosts.public}:80",
+        f"127.0.0.1:{local_http}",
+        "127.0.0.1:5432",
+        "127.0.0.1:6379",
+        f"10.0.2.2:{local_http}",  # slirp's alias of the host's loopback
+        f"{hosts.private}:80",
+    ]
+    results = probe(tmp_path, targets, egress.build(""))
+    assert results.pop(f"{hosts.public}:80") == f"ok hello from {hosts.public}"
+    assert all(r.startswith("refused") for r in results.values()), results
+
+
+def test_it_refuses_the_console_hosts_own_addresses(tmp_path, hosts):
+    own = [ip for ip in egress.own_addresses() if ip.version == 4]
+    require(not own, "this host has no IPv4 address besides loopback")
+    policy = egress.build("")
+    results = probe(tmp_path, [f"{ip}:22" for ip in own] + [f"{hosts.public}:80"], policy)
+    assert results.pop(f"{hosts.public}:80").startswith("ok")
+    assert all(r.startswith("refused") for r in results.values()), results
+
+
+@pytest.mark.parametrize("form", ["cidr", "host_port", "cidr_port"])
+def test_it_allows_what_console_tool_network_allow_names(tmp_path, hosts, local_http, form):
+    allow = {
+        "cidr": f"{hosts.private}/32",
+        "host_port": f"{hosts.private}:80,127.0.0.1:{local_http}",
+        "cidr_port": f"{hosts.private.rsplit('.', 1)[0]}.0/24:80,127.0.0.0/8:{local_http}",
+    }[form]
+    results = probe(
+        tmp_path,
+        [f"{hosts.private}:80", f"{hosts.private}:81", f"127.0.0.1:{local_http}", "127.0.0.1:6379"],
+        egress.build(allow),
+    )
+    assert results[f"{hosts.private}:80"] == f"ok hello from {hosts.private}"
+    assert results[f"{hosts.private}:81"].startswith("refused")  # nothing listens or refused
+    assert results["127.0.0.1:6379"].startswith("refused")
+    if form == "cidr":
+        assert results[f"127.0.0.1:{local_http}"].startswith("refused")
+    else:
+        assert results[f"127.0.0.1:{local_http}"].startswith("ok hello from 127.0.0.1")
+
+
+def test_it_allows_an_integration_url_only_to_the_tool_that_declares_it(
+    tmp_path, hosts, local_http, db
+):
+    from tests import integrations_support
+
+    integrations_support.create("searxng", values={"url": f"http://127.0.0.1:{local_http}"})
+    target = [f"127.0.0.1:{local_http}", "127.0.0.1:6379"]
+    declares = probe(tmp_path, target, egress_config.tool_policy(["searxng"]))
+    assert declares[f"127.0.0.1:{local_http}"].startswith("ok hello")
+    assert declares["127.0.0.1:6379"].startswith("refused")
+    other = probe(tmp_path, target, egress_config.tool_policy([]))
+    assert other[f"127.0.0.1:{local_http}"].startswith("refused")
+
+
+def test_it_resolves_names_through_the_configured_dns(tmp_path, hosts):
+    tool = tmp_path / "dns"
+    tool.mkdir()
+    (tool / "index.py").write_text(
+        "import socket\n"
+        "def execute(tool_call_id, params, signal, on_update):\n"
+        "    ip = socket.gethostbyname('public.egress.test')\n"
+        "    return {'content': [{'type': 'text', 'text': ip}]}\n"
+    )
+    outcome = run(
+        RunRequest(
+            tool_dir=tool,
+            language="python",
+            entry="index.py",
+            params={},
+            tool_call_id="dns",
+            env={},
+            secrets={},
+            egress=egress.build("", dns=hosts.public),
+        )
+    )
+    assert outcome.status == SUCCEEDED, outcome.result
+    assert outcome.result["content"][0]["text"] == hosts.public
+
+
+def test_it_gives_network_false_no_network_at_all(tmp_path, hosts):
+    results = probe(tmp_path, [f"{hosts.public}:80"], egress.build(""), network_on=False)
+    assert results[f"{hosts.public}:80"].startswith("refused")
+
+
+def test_it_filters_a_cold_bash_run_and_leaves_no_slirp_behind(tmp_path, hosts, local_http):
+    tool = tmp_path / "sh"
+    tool.mkdir()
+    (tool / "index.sh").write_text(PROBE_SH)
+    outcome = run(
+        RunRequest(
+            tool_dir=tool,
+            language="bash",
+            entry="index.sh",
+            params={},
+            tool_call_id="sh",
+            env={"TARGETS": f"{hosts.public}:80 127.0.0.1:{local_http} {hosts.private}:80"},
+            secrets={},
+            egress=egress.build(""),
+        )
+    )
+    assert outcome.status == SUCCEEDED, outcome.result
+    text = outcome.result["content"][0]["text"]
+    assert f"{hosts.public}:80 ok" in text
+    assert f"127.0.0.1:{local_http} refused" in text
+    assert f"{hosts.private}:80 refused" in text
+    assert "Public addresses: allowed" in outcome.network_policy
+    assert support.slirp_children() == []
+
+
+def test_it_fails_closed_when_the_user_mode_network_cannot_start(tmp_path, monkeypatch):
+    require(isolation_level()[0] != "bwrap", "egress filtering needs bubblewrap")
+    require(network.missing() != [], f"missing: {network.missing()}")
+    broken = {**network._executables(), "slirp4netns": "/bin/false"}
+    monkeypatch.setattr(network, "_executables", lambda: broken)
+    tool = tmp_path / "sh"
+    tool.mkdir()
+    (tool / "index.sh").write_text("echo tool code ran\n")
+    outcome = run(
+        RunRequest(
+            tool_dir=tool,
+            language="bash",
+            entry="index.sh",
+            params={},
+            tool_call_id="sh",
+            env={},
+            secrets={},
+            egress=egress.build(""),
+        )
+    )
+    assert outcome.status == FAILED
+    text = outcome.result["content"][0]["text"]
+    assert "tool network setup failed: slirp4netns did not start" in text
+    assert "tool code ran" not in text
