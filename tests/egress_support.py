@@ -116,9 +116,9 @@ def serve(public: str) -> None:
     ThreadingHTTPServer(("0.0.0.0", 80), _Handler).serve_forever()  # noqa: S104 - test netns
 
 
-def local_server() -> tuple[ThreadingHTTPServer, int]:
-    """An HTTP server on the host's 127.0.0.1 (what a tool must not reach by default)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+def local_server(address: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, int]:
+    """An HTTP server on the host (its loopback by default): what a tool must not reach."""
+    server = ThreadingHTTPServer((address, 0), _Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, server.server_address[1]

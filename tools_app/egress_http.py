@@ -11,6 +11,7 @@ redirects.
 
 from __future__ import annotations
 
+import ipaddress
 import typing
 
 import httpcore
@@ -50,7 +51,8 @@ class EgressBackend(httpcore.SyncBackend):
 
 class EgressTransport(httpx.HTTPTransport):
     """httpx's transport with the connection pool on EgressBackend. `inner` (tests): a
-    transport that answers instead, after the same check of the host."""
+    transport that answers instead of the network; a literal address is judged the same,
+    a name is not resolved (nothing connects to it)."""
 
     def __init__(self, policy: egress.Policy, inner: httpx.BaseTransport | None = None) -> None:
         super().__init__()
@@ -64,8 +66,16 @@ class EgressTransport(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if self.inner is not None:
             port = request.url.port or {"http": 80, "https": 443}[request.url.scheme]
-            _, decision = self.policy.decide_host(request.url.host, port)
+            try:
+                ip = ipaddress.ip_address(request.url.host)
+            except ValueError:
+                return self.inner.handle_request(request)
+            decision = self.policy.decide(ip, port)
             if not decision.allowed:
-                raise httpx.ConnectError(decision.reason, request=request)
+                raise httpx.ConnectError(
+                    f"{request.url.host}:{port} is refused by the egress policy: "
+                    + decision.reason,
+                    request=request,
+                )
             return self.inner.handle_request(request)
         return super().handle_request(request)
