@@ -124,8 +124,16 @@ def local_server(address: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, int]:
     return server, server.server_address[1]
 
 
-def slirp_children() -> list[int]:
-    """slirp4netns processes this test process started and that are still there."""
+def slirp_children(settle: float = 5.0) -> list[int]:
+    """slirp4netns processes this test process started that are still there once killed
+    ones had `settle` seconds to be reaped (the runner reaps them on a thread)."""
+    deadline = time.monotonic() + settle
+    while (found := _slirp_children()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _slirp_children() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -257,3 +257,17 @@ def test_it_lets_a_connection_test_reach_an_allowed_destination(
         {"field_url": f"http://127.0.0.1:{port}/go"},
     ).content.decode()
     assert f"127.0.0.1:{other} is refused by the egress policy" in page
+
+
+def test_it_refuses_a_dns_setting_that_is_not_an_ipv4_address():
+    with pytest.raises(egress.PolicyError, match="CONSOLE_TOOL_DNS: 'dns.example' is not an IPv4"):
+        egress.build("", dns="dns.example")
+
+
+def test_it_warns_when_the_allow_list_is_invalid(settings):
+    from tools_app import egress_config
+
+    settings.TOOL_NETWORK_ALLOW = "10.0.0.0/8,example.org"
+    (warning,) = egress_config.egress_warnings()
+    assert "The egress policy is invalid, so tools with network: true fail" in warning
+    assert "'example.org': a host name needs a port" in warning

@@ -270,9 +270,9 @@ def build(allow_text: str = "", extra: Iterable[Allow] = (), dns: str = "") -> P
     resolver = None
     if dns.strip():
         try:
-            resolver = ipaddress.ip_address(dns.strip())
+            resolver = ipaddress.IPv4Address(dns.strip())
         except ValueError:
-            raise PolicyError(f"CONSOLE_TOOL_DNS: {dns.strip()!r} is not an IP address") from None
+            raise PolicyError(f"CONSOLE_TOOL_DNS: {dns.strip()!r} is not an IPv4 address") from None
     return Policy(allows=allows, own=own_addresses(), dns=resolver)
 
 

@@ -336,6 +336,7 @@ class _Execution:
                 )
                 if policy is not None:
                     self.net = network.Network.attach(self.proc.pid, policy)
+                    self.net.ready()  # bash runs tool code right after the gate opens
                 gate.open(self.proc, self.cgroup, sandbox.rlimits(request.language, limits))
             else:
                 self.proc = subprocess.Popen(

@@ -34,6 +34,7 @@ import os
 import select
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,16 +196,23 @@ def _pin_namespace(pid: int, deadline: float) -> int:
 
 
 class Network:
-    """slirp4netns and the rules of one sandbox's namespace; close() ends slirp."""
+    """slirp4netns and the rules of one sandbox's namespace; close() ends slirp.
+
+    attach() starts both (in parallel: nothing leaves the namespace before slirp gives it
+    tap0, and no tool code runs before ready()), ready() waits for both. A bash run's gate
+    opens after ready(); a standby harness may boot meanwhile (it runs no tool code until
+    its run's message, which is written after ready())."""
 
     def __init__(self) -> None:
         self.slirp: subprocess.Popen[bytes] | None = None
-        self.exit_w = -1
+        self.nft: subprocess.Popen[bytes] | None = None
+        self.exit_w = self.ready_r = self.log = -1
+        self.deadline = 0.0
 
     @classmethod
     def attach(cls, pid: int, policy: egress.Policy) -> Network:
-        """Set up the namespace of the waiting gate shell `pid`. Raises OSError (having
-        cleaned up) if anything fails."""
+        """Start setting up the namespace of the waiting gate shell `pid`. Raises OSError
+        (having cleaned up) if that fails at once."""
         net = cls()
         try:
             net._attach(pid, policy)
@@ -214,15 +222,27 @@ class Network:
         return net
 
     def _attach(self, pid: int, policy: egress.Policy) -> None:
-        deadline = time.monotonic() + SETUP_SECONDS
-        ns = _pin_namespace(pid, deadline)
-        ready_r = ready_w = exit_r = -1
-        log = os.memfd_create("slirp-log")
-        nft: subprocess.Popen[bytes] | None = None
+        self.deadline = time.monotonic() + SETUP_SECONDS
+        ns = _pin_namespace(pid, self.deadline)
+        ready_w = exit_r = -1
+        self.log = os.memfd_create("slirp-log", os.MFD_CLOEXEC)
         try:
-            ready_r, ready_w = os.pipe()
+            self.ready_r, ready_w = os.pipe()
             exit_r, self.exit_w = os.pipe()
             nspath = f"/proc/self/fd/{ns}"
+            script = 'exec "$0" -f -'
+            if _loopback_allows(policy):
+                script = "echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet && " + script
+            self.nft = subprocess.Popen(
+                [_exe("nsenter"), f"--net={nspath}", "--", "/bin/sh", "-c", script, _exe("nft")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(ns,),
+            )
+            assert self.nft.stdin is not None
+            self.nft.stdin.write(ruleset(policy).encode())  # a few KiB: fits the pipe
+            self.nft.stdin.close()
             slirp = [_exe("slirp4netns"), "--configure", "--mtu=65520"]
             slirp += ["--enable-sandbox", "--enable-seccomp"]
             slirp += [f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", "--netns-type=path"]
@@ -231,59 +251,70 @@ class Network:
             self.slirp = subprocess.Popen(
                 [*slirp, nspath, TAP],
                 stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
+                stdout=self.log,
+                stderr=self.log,
                 pass_fds=(ready_w, exit_r, ns),
                 start_new_session=True,
             )
-            script = 'exec "$0" -f -'
-            if _loopback_allows(policy):
-                script = "echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet && " + script
-            # Meanwhile (slirp takes ~10 ms), the rules; they hold before any tool code runs.
-            nft = subprocess.Popen(
-                [_exe("nsenter"), f"--net={nspath}", "--", "/bin/sh", "-c", script, _exe("nft")],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                pass_fds=(ns,),
-            )
-            out, _ = nft.communicate(ruleset(policy).encode(), timeout=SETUP_SECONDS)
-            if nft.returncode != 0:
-                detail = out.decode(errors="replace").strip()[:500]
-                raise OSError(f"tool network setup failed: nft refused the rules: {detail}")
-            os.close(ready_w)
-            ready_w = -1
-            remaining = max(0.0, deadline - time.monotonic())
-            if not select.select([ready_r], [], [], remaining)[0] or os.read(ready_r, 1) != b"1":
-                self.slirp.poll()
-                os.lseek(log, 0, os.SEEK_SET)
-                detail = os.read(log, 2000).decode(errors="replace").strip()
-                raise OSError(f"tool network setup failed: slirp4netns did not start: {detail}")
-        except subprocess.TimeoutExpired:
-            raise OSError("tool network setup failed: nft did not finish") from None
         finally:
-            if nft is not None and nft.poll() is None:
-                nft.kill()
-                nft.wait()
-            for fd in (ns, ready_r, ready_w, exit_r, log):
+            for fd in (ns, ready_w, exit_r):
                 if fd >= 0:
                     os.close(fd)
 
+    def ready(self) -> None:
+        """Wait until the rules hold and slirp is up. Raises OSError (having cleaned up)."""
+        try:
+            self._ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def _ready(self) -> None:
+        nft = self.nft
+        if nft is not None:
+            assert nft.stdout is not None
+            try:
+                nft.wait(max(0.0, self.deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise OSError("tool network setup failed: nft did not finish") from None
+            out = nft.stdout.read()
+            nft.stdout.close()
+            self.nft = None
+            if nft.returncode != 0:
+                detail = out.decode(errors="replace").strip()[:500]
+                raise OSError(f"tool network setup failed: nft refused the rules: {detail}")
+        if self.ready_r >= 0:
+            remaining = max(0.0, self.deadline - time.monotonic())
+            up = select.select([self.ready_r], [], [], remaining)[0]
+            if not up or os.read(self.ready_r, 1) != b"1":
+                os.lseek(self.log, 0, os.SEEK_SET)
+                detail = os.read(self.log, 2000).decode(errors="replace").strip()
+                raise OSError(f"tool network setup failed: slirp4netns did not start: {detail}")
+            os.close(self.ready_r)
+            self.ready_r = -1
+
     def close_fd(self) -> None:
-        """In a forked child: drop our copy of the exit fd (the parent's still holds)."""
-        if self.exit_w >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.exit_w)
-            self.exit_w = -1
+        """In a forked child: drop our copies (the parent's exit fd keeps slirp alive)."""
+        for name in ("exit_w", "ready_r", "log"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, -1)
 
     def close(self) -> None:
-        """End slirp (closing the exit fd asks it to exit; kill if it does not)."""
+        """Kill slirp (and nft, if still at work). A process leaving a network namespace
+        with a tap device takes ~10-20 ms in the kernel, so it is reaped on a thread
+        instead of making the run wait for it."""
         self.close_fd()
-        slirp, self.slirp = self.slirp, None
-        if slirp is None:
-            return
-        try:
-            slirp.wait(1)
-        except subprocess.TimeoutExpired:
-            slirp.kill()
-            slirp.wait()
+        for name in ("nft", "slirp"):
+            proc = getattr(self, name)
+            setattr(self, name, None)
+            if proc is None:
+                continue
+            with contextlib.suppress(OSError):
+                proc.kill()
+            for stream in (proc.stdout, proc.stdin):
+                if stream is not None:
+                    stream.close()
+            threading.Thread(target=proc.wait, name="reap-slirp", daemon=True).start()

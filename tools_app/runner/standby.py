@@ -210,6 +210,9 @@ class Sandbox:
             if shape.egress is not None:
                 self.net = tool_network.Network.attach(self.proc.pid, shape.egress)
             gate.open(self.proc, self.cgroup, sandbox.rlimits(shape.language, limits))
+            if self.net is not None:
+                # The harness boots meanwhile; it runs no tool code before its message.
+                self.net.ready()
         except BaseException:
             self.protocol_r = -1
             gate.close()
