@@ -242,3 +242,53 @@ def test_it_fails_closed_when_the_user_mode_network_cannot_start(tmp_path, monke
     text = outcome.result["content"][0]["text"]
     assert "tool network setup failed: slirp4netns did not start" in text
     assert "tool code ran" not in text
+
+
+PROBE_INPUTS = {"targets": {"type": "string", "description": "space-separated host:port"}}
+PROBE_FROM_TEXT_PY = PROBE_PY.replace('params["targets"]', 'params["targets"].split()')
+
+
+def test_it_records_the_policy_on_the_run_page_and_in_the_api(
+    tmp_path, hosts, local_http, make_tool, developer_client
+):
+    """Through the console: a tool declaring `searxng` reaches its URL, another tool does
+    not, and each run shows the policy it had."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from tests import integrations_support
+    from tools_app import runs
+    from tools_app.audit import Actor
+    from tools_app.models import AgentToken
+
+    integrations_support.create("searxng", values={"url": f"http://127.0.0.1:{local_http}"})
+    target = f"127.0.0.1:{local_http}"
+    declares = make_tool(
+        "searcher",
+        language="python",
+        source=PROBE_FROM_TEXT_PY,
+        inputs=PROBE_INPUTS,
+        integrations=["searxng"],
+    )
+    other = make_tool("other", language="python", source=PROBE_FROM_TEXT_PY, inputs=PROBE_INPUTS)
+    token, raw = AgentToken.issue("agent", ["tools:invoke"])
+    done = {}
+    for tool in (declares, other):
+        run_row = runs.start_run(
+            tool.published_version,
+            {"targets": f"{target} {hosts.public}:80"},
+            actor=Actor(token=token),
+            via="api",
+            enqueue=False,
+        )
+        done[tool.name] = runs.execute_run(run_row.pk)
+    searcher, plain = done["searcher"], done["other"]
+    assert json.loads(searcher.result["content"][0]["text"])[target].startswith("ok hello")
+    assert json.loads(plain.result["content"][0]["text"])[target].startswith("refused")
+    assert f"- 127.0.0.1:{local_http} (integration searxng)" in searcher.network_policy
+    assert "No exceptions." in plain.network_policy
+    page = developer_client.get(reverse("run", args=[searcher.pk])).content.decode()
+    assert f"127.0.0.1:{local_http} (integration searxng)" in page
+    agent = Client(headers={"Authorization": f"Bearer {raw}"})
+    api = agent.get(f"/api/v1/runs/{plain.pk}").json()
+    assert api["network_policy"] == plain.network_policy
