@@ -271,3 +271,16 @@ def test_it_warns_when_the_allow_list_is_invalid(settings):
     (warning,) = egress_config.egress_warnings()
     assert "The egress policy is invalid, so tools with network: true fail" in warning
     assert "'example.org': a host name needs a port" in warning
+
+
+def test_it_lets_a_saved_integration_test_reach_its_saved_url_only(console_admin_client, servers):
+    """A saved URL is what the integration's tools reach anyway; a URL only typed into the
+    form is judged like any other destination."""
+    port, other, handler = servers
+    support.create("searxng", values={"url": f"http://127.0.0.1:{port}"})
+    url = reverse("integration_test", args=["searxng"])
+    page = console_admin_client.post(url, {"field_url": f"http://127.0.0.1:{port}"})
+    assert "Connection works" in page.content.decode()
+    page = console_admin_client.post(url, {"field_url": f"http://127.0.0.1:{other}"})
+    assert f"127.0.0.1:{other} is refused by the egress policy" in page.content.decode()
+    assert len(handler.seen) == 1

@@ -149,6 +149,22 @@ def test_it_allows_what_console_tool_network_allow_names(tmp_path, hosts, local_
         assert results[f"127.0.0.1:{local_http}"].startswith("ok hello from 127.0.0.1")
 
 
+def test_it_keeps_the_hosts_loopback_closed_whatever_an_allowed_cidr_covers(
+    tmp_path, hosts, local_http
+):
+    # 10.0.0.0/8 covers slirp's gateway 10.0.2.2, which is the host's loopback once a
+    # loopback destination is allowed: only that port may pass.
+    results = probe(
+        tmp_path,
+        [f"{hosts.private}:80", f"127.0.0.1:{local_http}", "10.0.2.2:6379", "10.0.2.2:5432"],
+        egress.build(f"10.0.0.0/8,127.0.0.1:{local_http}"),
+    )
+    assert results[f"{hosts.private}:80"].startswith("ok")
+    assert results[f"127.0.0.1:{local_http}"].startswith("ok")
+    assert results["10.0.2.2:6379"].startswith("refused")
+    assert results["10.0.2.2:5432"].startswith("refused")
+
+
 def test_it_allows_an_integration_url_only_to_the_tool_that_declares_it(
     tmp_path, hosts, local_http, db
 ):

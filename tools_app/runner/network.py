@@ -44,6 +44,7 @@ from tools_app import egress
 TAP = "tap0"
 GATEWAY = "10.0.2.2"  # slirp: the host's 127.0.0.1 (unless --disable-host-loopback)
 RESOLVER = "10.0.2.3"  # slirp: forwards DNS to the host's resolver
+SLIRP_NET = "10.0.2.0/24"
 SETUP_SECONDS = 10.0
 RESOLV_CONF = Path(__file__).resolve().parent / "resolv.conf"  # nameserver 10.0.2.3 (slirp)
 LOOPBACK4 = ipaddress.ip_network("127.0.0.0/8")
@@ -146,6 +147,7 @@ def ruleset(policy: egress.Policy) -> str:
             nat.append(
                 f"ip daddr {RESOLVER} meta l4proto {{ tcp, udp }} th dport 53 dnat to {policy.dns}"
             )
+    others = []
     for allow in policy.allows:
         family = "ip" if allow.network.version == 4 else "ip6"
         port = f" meta l4proto {{ tcp, udp }} th dport {allow.port}" if allow.port else ""
@@ -155,7 +157,12 @@ def ruleset(policy: egress.Policy) -> str:
             accept.append(f"ip daddr {GATEWAY}{port} accept")
             nat.append(f"ip daddr {allow.network}{port} dnat to {GATEWAY}")
         else:
-            accept.append(f"{family} daddr {allow.network}{port} accept")
+            others.append(f"{family} daddr {allow.network}{port} accept")
+    # Nothing else of slirp's network, whatever an allowed CIDR (10.0.0.0/8) covers: its
+    # gateway is the host's loopback.
+    accept.append(f"ip daddr {SLIRP_NET} meta l4proto tcp reject with tcp reset")
+    accept.append(f"ip daddr {SLIRP_NET} reject with icmpx type admin-prohibited")
+    accept += others
     refused4 = [n for n, _ in egress.REFUSED if n.version == 4]
     refused6 = [n for n, _ in egress.REFUSED if n.version == 6]
     refused4 += [ipaddress.ip_network(ip) for ip in policy.own if ip.version == 4]
