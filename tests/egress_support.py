@@ -28,6 +28,7 @@ class EgressHosts:
     public: str  # in 198.51.100.0/24 or 203.0.113.0/24 (documentation, "public")
     private: str  # in 10.0.0.0/8
     netns: str
+    host_public: str  # the host's own end of the link: an address of the console's host
 
 
 def _ready(address: str, port: int, deadline: float) -> None:
@@ -76,7 +77,7 @@ def test_hosts() -> Iterator[EgressHosts]:
         )
         deadline = time.monotonic() + 10
         _ready(str(pub + 2), 80, deadline)
-        yield EgressHosts(str(pub + 2), str(priv + 2), netns)
+        yield EgressHosts(str(pub + 2), str(priv + 2), netns, str(pub + 1))
     finally:
         if server is not None:
             server.kill()

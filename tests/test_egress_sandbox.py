@@ -5,6 +5,7 @@ our own (tests/egress_support.py); nothing else is a traffic target."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import textwrap
 from collections.abc import Iterator
@@ -115,17 +116,20 @@ def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_
 
 
 def test_it_refuses_the_console_hosts_own_addresses(tmp_path, hosts):
-    own = [ip for ip in egress.own_addresses() if ip.version == 4]
-    require(not own, "this host has no IPv4 address besides loopback")
-    # A service listening on the host's own (maybe public) address, e.g. the console.
-    server, port = support.local_server(str(own[0]))
+    # The host's end of the test link has a public address: a console host with a public
+    # address serves its pages there (not only on loopback).
+    egress._own_addresses.cache_clear()  # the link is new
+    assert egress.refusal(ipaddress.ip_address(hosts.host_public)) is None
+    server, port = support.local_server(hosts.host_public)
     try:
-        results = probe(tmp_path, [f"{own[0]}:{port}", f"{hosts.public}:80"], egress.build(""))
+        results = probe(
+            tmp_path, [f"{hosts.host_public}:{port}", f"{hosts.public}:80"], egress.build("")
+        )
     finally:
         server.shutdown()
         server.server_close()
     assert results[f"{hosts.public}:80"].startswith("ok")
-    assert results[f"{own[0]}:{port}"].startswith("refused"), results
+    assert results[f"{hosts.host_public}:{port}"].startswith("refused"), results
 
 
 @pytest.mark.parametrize("form", ["cidr", "host_port", "cidr_port"])
