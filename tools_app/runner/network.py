@@ -49,7 +49,7 @@ SETUP_SECONDS = 10.0
 RESOLV_CONF = Path(__file__).resolve().parent / "resolv.conf"  # nameserver 10.0.2.3 (slirp)
 LOOPBACK4 = ipaddress.ip_network("127.0.0.0/8")
 LOOPBACK_ALL = (LOOPBACK4, ipaddress.ip_network("::1/128"))
-TOOLS = ("slirp4netns", "nft", "nsenter", "unshare")
+TOOLS = ("slirp4netns", "nft", "nsenter", "unshare", "ip")  # ip: egress.own_addresses
 UNFILTERED_NOT_ROOT = (
     "Unfiltered: the worker does not run as root, so the run shared the host's network "
     "(no egress policy). Run the worker as root for filtered egress."
@@ -110,7 +110,7 @@ def plan(network: bool, isolation: str, policy: egress.Policy | None) -> Plan:
             "",
             "The tool's network could not be set up: "
             + ", ".join(absent)
-            + " is not installed (Debian packages slirp4netns, nftables, util-linux). "
+            + " is not installed (Debian packages slirp4netns, nftables, util-linux, iproute2). "
             "Tools with network: true do not run without their egress filter.",
         )
     if policy is None:
