@@ -24,6 +24,9 @@ How each limit is enforced (DESIGN.md section 3):
 - Start-up: under bwrap, node and python tools start from a standby sandbox (standby.py):
   the harness is started, in its cgroups, before the run is handed to it; after a run, a
   spare of the same shape is started in the background for the next one.
+- Network: `network: false` gets an empty network namespace; `network: true` under bwrap
+  gets its own namespace whose only way out is slirp4netns behind nftables rules of the
+  egress policy (network.py, tools_app/egress.py), set up before any tool code runs.
 - Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
   results and updates before sending, the runner redacts and clips again.
 """

@@ -10,9 +10,11 @@ migration waits for an RCU grace period, ~10 ms here) and the interpreter's star
 A spare never ran tool code and holds nothing of a run: fresh cgroups, work dir, /tmp and
 processes; the run's variables and params reach it only at hand-over. A run whose shape
 (language, network, memory and process limits, extra binds, the sandbox's command line)
-differs from the spare's starts cold. Tools that bind host paths (integration files, input
-folders) never get a spare: a file replaced on the host since would still show its old
-inode. One spare per process, discarded after SPARE_IDLE_SECONDS.
+differs from the spare's starts cold. A spare's network (slirp4netns and the egress rules,
+network.py) is set up when it starts: its shape includes the egress policy. Tools that
+bind host paths (integration files, input folders) never get a spare: a file replaced on
+the host since would still show its old inode. One spare per process, discarded after
+SPARE_IDLE_SECONDS.
 `TOOL_CONSOLE_SPARE_SANDBOXES=off` disables spares (runs then always start cold).
 """
 
