@@ -181,6 +181,14 @@ def test_it_refuses_a_console_request_to_the_hosts_loopback(servers):
     assert allowed.status == 200
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::ffff:127.0.0.1]", "[::]"])  # noqa: S104
+def test_it_refuses_console_requests_to_this_host_in_any_spelling(servers, host):
+    port, _, handler = servers
+    with pytest.raises(http.HttpError, match="refused by the egress policy"):
+        http.request("GET", f"http://{host}:{port}/", policy=policy())
+    assert handler.seen == []
+
+
 def test_it_rechecks_every_redirect_hop(servers):
     port, other, handler = servers
     handler.target = f"http://127.0.0.1:{other}/admin/"
@@ -262,6 +270,14 @@ def test_it_lets_a_connection_test_reach_an_allowed_destination(
 def test_it_refuses_a_dns_setting_that_is_not_an_ipv4_address():
     with pytest.raises(egress.PolicyError, match="CONSOLE_TOOL_DNS: 'dns.example' is not an IPv4"):
         egress.build("", dns="dns.example")
+
+
+def test_it_warns_when_tools_egress_is_unfiltered_here(monkeypatch, settings):
+    from tools_app import egress_config
+
+    monkeypatch.setattr(egress_config.os, "geteuid", lambda: 1000)
+    warnings = egress_config.egress_warnings()
+    assert any("share this host's network unfiltered" in w for w in warnings), warnings
 
 
 def test_it_warns_when_the_allow_list_is_invalid(settings):

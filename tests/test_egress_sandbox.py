@@ -108,6 +108,9 @@ def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_
         "127.0.0.1:5432",
         "127.0.0.1:6379",
         f"10.0.2.2:{local_http}",  # slirp's alias of the host's loopback
+        f"0.0.0.0:{local_http}",  # noqa: S104 - "this host" as a destination
+        f"::ffff:127.0.0.1:{local_http}",
+        f"::1:{local_http}",
         f"{hosts.private}:80",
     ]
     results = probe(tmp_path, targets, egress.build(""))
@@ -238,19 +241,26 @@ def test_it_filters_a_cold_bash_run_and_leaves_no_slirp_behind(tmp_path, hosts, 
     assert support.slirp_children() == []
 
 
-def test_it_fails_closed_when_the_user_mode_network_cannot_start(tmp_path, monkeypatch):
+@pytest.mark.parametrize("language", ["bash", "python"])
+def test_it_fails_closed_when_the_user_mode_network_cannot_start(tmp_path, monkeypatch, language):
     require(isolation_level()[0] != "bwrap", "egress filtering needs bubblewrap")
     require(network.missing() != [], f"missing: {network.missing()}")
     broken = {**network._executables(), "slirp4netns": "/bin/false"}
     monkeypatch.setattr(network, "_executables", lambda: broken)
-    tool = tmp_path / "sh"
+    tool = tmp_path / "t"
     tool.mkdir()
-    (tool / "index.sh").write_text("echo tool code ran\n")
+    entry = {"bash": "index.sh", "python": "index.py"}[language]
+    (tool / entry).write_text(
+        "echo tool code ran\n"
+        if language == "bash"
+        else "def execute(tool_call_id, params, signal, on_update):\n"
+        "    return {'content': [{'type': 'text', 'text': 'tool code ran'}]}\n"
+    )
     outcome = run(
         RunRequest(
             tool_dir=tool,
-            language="bash",
-            entry="index.sh",
+            language=language,
+            entry=entry,
             params={},
             tool_call_id="sh",
             env={},
