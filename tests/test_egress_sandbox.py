@@ -322,3 +322,48 @@ def test_it_records_the_policy_on_the_run_page_and_in_the_api(
     agent = Client(headers={"Authorization": f"Bearer {raw}"})
     api = agent.get(f"/api/v1/runs/{plain.pk}").json()
     assert api["network_policy"] == plain.network_policy
+
+
+RESOLVE_PY = """
+import socket
+
+def execute(tool_call_id, params, signal, on_update):
+    return {"content": [{"type": "text", "text": socket.gethostbyname("public.egress.test")}]}
+"""
+# Runs one tool with the default policy and prints its result: started in a mount namespace
+# whose /etc/resolv.conf names a private resolver, as many hosts' do.
+RUN_ONE = """
+import json, sys
+from pathlib import Path
+from tools_app import egress
+from tools_app.runner import RunRequest, run
+outcome = run(RunRequest(tool_dir=Path(sys.argv[1]), language="python", entry="index.py",
+    params={}, tool_call_id="dns", env={}, secrets={}, egress=egress.build("")))
+print(json.dumps(outcome.result))
+"""
+
+
+def test_it_resolves_names_through_a_private_host_resolver_by_default(tmp_path, hosts):
+    """Without CONSOLE_TOOL_DNS, DNS goes to slirp's 10.0.2.3, which asks the host's own
+    resolver, even one on a private address that tools may not reach themselves."""
+    import subprocess
+    import sys
+
+    tool = tmp_path / "dns"
+    tool.mkdir()
+    (tool / "index.py").write_text(RESOLVE_PY)
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text(f"nameserver {hosts.private}\n")
+    script = 'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(resolv)]
+        + [sys.executable, "-c", RUN_ONE, str(tool)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["content"][0]["text"] == hosts.public, result
