@@ -210,6 +210,10 @@ RUN_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_RUN_HEARTBEAT_SECONDS", "5"))
 # Host folders every tool may read (read-only), e.g. where audio files to convert live.
 TOOL_INPUT_DIRS = envlist("CONSOLE_TOOL_INPUT_DIRS", "")
 RUN_LOST_AFTER_SECONDS = envint("CONSOLE_RUN_LOST_AFTER_SECONDS", "30")
+# Egress exceptions (tools_app/egress.py): comma-separated CIDR, host:port or CIDR:port.
+TOOL_NETWORK_ALLOW = os.getenv("CONSOLE_TOOL_NETWORK_ALLOW", "")
+# The DNS server tools use (an IP); empty: the host's resolver, through slirp4netns.
+TOOL_DNS = os.getenv("CONSOLE_TOOL_DNS", "")
 
 LOGGING = {
     "version": 1,

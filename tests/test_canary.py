@@ -190,6 +190,9 @@ def test_it_never_reveals_a_canary_secret(
     caplog, capsys, console_admin, console_admin_client, viewer_client, fake_provider, settings
 ):
     caplog.set_level(logging.DEBUG)
+    # A connection test reaches the provider stand-in on 127.0.0.1 only when allowed (the
+    # saved integration's URL is allowed to web_search by itself).
+    settings.TOOL_NETWORK_ALLOW = "127.0.0.1:" + fake_provider.url.rsplit(":", 1)[1]
     from tools_app.sync import sync_tools
 
     sync_tools()  # the seed tools, published, and DATA_PATH written

@@ -19,6 +19,16 @@ from tools_app.models import AuditEvent, Integration
 fake_provider = support.fake_provider
 fast_passwords = support.fast_passwords
 
+
+@pytest.fixture(autouse=True)
+def allow_the_fake_provider(request, settings) -> None:
+    """The provider stand-in listens on 127.0.0.1, which the egress policy refuses unless
+    the allow list names it (tests/test_egress_policy.py tests the refusal)."""
+    if "fake_provider" in request.fixturenames:
+        provider = request.getfixturevalue("fake_provider")
+        settings.TOOL_NETWORK_ALLOW = "127.0.0.1:" + provider.url.rsplit(":", 1)[1]
+
+
 SECRET = "tok-connection-7Hq2Lm9P"
 
 

@@ -558,6 +558,9 @@ def test_it_blocks_the_network_when_network_is_false(
     )
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
+        # The host's loopback is refused to network: true runs unless the allow list names
+        # it (tests/test_egress_sandbox.py); network: false stays blocked even then.
+        monkeypatch.setenv("CONSOLE_TOOL_NETWORK_ALLOW", f"127.0.0.1:{port}")
         allowed = run_tool(tmp_path, "python", CONNECT_PY, params={"port": port}, network=True)
         blocked = run_tool(tmp_path, "python", CONNECT_PY, params={"port": port}, network=False)
     assert texts(allowed) == "connected"

@@ -210,13 +210,15 @@ def _handler(web: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def fake_web() -> Iterator[FakeWeb]:
+def fake_web(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeWeb]:
     state: dict[str, Any] = {"release": threading.Event(), "searches": []}
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     host, port = server.server_address[:2]
+    # Tools reach the host's loopback only where the egress policy allows it.
+    monkeypatch.setenv("CONSOLE_TOOL_NETWORK_ALLOW", f"{host}:{port}")
     try:
         yield FakeWeb(f"http://{host}:{port}", state["release"], state["searches"])
     finally:

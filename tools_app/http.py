@@ -19,6 +19,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from tools_app import egress, egress_http
+
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_BODY = 64 * 1024
 MAX_REDIRECTS = 5
@@ -96,8 +98,13 @@ def request(
     follow_redirects: bool = True,
     secret_headers: Iterable[str] = (),
     transport: httpx.BaseTransport | None = None,
+    policy: egress.Policy | None = None,
 ) -> HttpResult:
-    """Make one request (following safe redirects) and read at most `max_body` bytes."""
+    """Make one request (following safe redirects) and read at most `max_body` bytes.
+    With `policy`, every hop's destination is judged by it (egress_http.py) and proxies
+    from the environment are not used (the check would judge the proxy, not the target)."""
+    if policy is not None:
+        transport = egress_http.EgressTransport(policy, inner=transport)
     method = method.upper()
     current = check_url(url)
     send_headers = {"User-Agent": USER_AGENT, **(headers or {})}
@@ -114,7 +121,10 @@ def request(
 
     try:
         with httpx.Client(
-            follow_redirects=False, trust_env=True, transport=transport, timeout=timeout
+            follow_redirects=False,
+            trust_env=policy is None,
+            transport=transport,
+            timeout=timeout,
         ) as client:
             while True:
                 try:

@@ -39,7 +39,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tools_app import bundle, integrations, runner, schema, toolmd, vault
+from tools_app import bundle, egress_config, integrations, runner, schema, toolmd, vault
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
@@ -288,9 +288,22 @@ def _execute(
         limits=limits_for(manifest, run.timeout),
         work_root=root,
         ro_binds=readable_paths(access.granted, notices),
+        # Only granted integrations open their URLs: a withheld one gives no way out either.
+        egress=tool_policy(access.granted) if manifest.network else None,
     )
     outcome = Supervisor(run, request, on_progress).run()
     _finish(run, outcome, notices)
+
+
+def tool_policy(slugs: tuple[str, ...] | list[str]):
+    """The egress policy of a run: the settings' allow list plus the URLs of the
+    integrations the run was granted (tools_app/egress_config.py)."""
+    from tools_app import egress
+
+    try:
+        return egress_config.tool_policy(slugs)
+    except egress.PolicyError as exc:
+        raise RunSetupError(f"The egress policy is invalid: {exc}") from None
 
 
 def readable_paths(
@@ -474,6 +487,7 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
             isolation=outcome.isolation,
             isolation_reason=isolation_reason(outcome.isolation)[:500],
             spare=outcome.spare,
+            network_policy=outcome.network_policy,
             exit_code=outcome.exit_code,
             duration=outcome.duration,
             error="",

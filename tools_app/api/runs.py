@@ -78,6 +78,8 @@ class RunOut(Schema):
     isolation: str
     # Whether the run started in a sandbox prepared before it (a warm start).
     spare: bool
+    # The egress policy the run had (network: true), or why it had none.
+    network_policy: str
     result: dict[str, Any] | None
     error: str
     notices: list[str]
@@ -204,6 +206,7 @@ def run_status(
         "duration": run.duration,
         "isolation": run.isolation,
         "spare": run.spare,
+        "network_policy": run.network_policy,
         "result": run.result,
         "error": run.error,
         "notices": run.notices,

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlsplit
 
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import http, vault
+from tools_app import egress, egress_config, http, vault
 from tools_app.audit import Actor, record
 from tools_app.integrations.environment import secret_label
 from tools_app.integrations.types import IntegrationType, placeholders
@@ -183,8 +183,9 @@ def _connection_test(
                 if any(p in secret_names for p in placeholders(template))
             ],
             transport=transport,
+            policy=egress_config.console_policy(integration),
         )
-    except http.HttpError as exc:
+    except (http.HttpError, egress.PolicyError) as exc:
         return TestOutcome(False, redact(f"Request failed: {exc}", labels))
     excerpt = " ".join(redact(result.text(), labels).split())
     if len(excerpt) > EXCERPT_CHARS:

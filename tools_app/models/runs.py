@@ -66,6 +66,8 @@ class Run(models.Model):
     isolation_reason = models.CharField(max_length=500, blank=True)
     # Started in a sandbox prepared before the run (tools_app/runner/standby.py).
     spare = models.BooleanField(default=False)
+    # The egress policy the run had (tools_app/egress.py), as shown on the run page.
+    network_policy = models.TextField(blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     # Wall-time limit in seconds when the caller lowered or raised the tool's own
     # (`run_tool --timeout`); null means the manifest's `timeout`.

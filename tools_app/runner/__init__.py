@@ -30,6 +30,9 @@ How each limit is enforced (DESIGN.md section 3):
   new user namespaces and the like.
 - Disk (quota.py): everything a run can write is one tmpfs of CONSOLE_RUNNER_DISK_MB when
   the worker is root; RLIMIT_FSIZE caps each file at it in any case.
+- Network: `network: false` gets an empty network namespace; `network: true` under bwrap
+  gets its own namespace whose only way out is slirp4netns behind nftables rules of the
+  egress policy (network.py, tools_app/egress.py), set up before any tool code runs.
 - Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
   results and updates before sending, the runner redacts and clips again.
 """

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import artifacts, cgroups, privilege, procs, quota, sandbox, seccomp, standby
+from . import artifacts, cgroups, network, privilege, procs, quota, sandbox, seccomp, standby
 from .gate import Gate
 from .limits import format_bytes, format_seconds
 from .records import (
@@ -79,11 +79,19 @@ def run(
         return _outcome_without_process(isolation, FAILED, problem, started)
     if cancel is not None and cancel.is_set():
         return _outcome_without_process(isolation, CANCELLED, CANCELLED_TEXT + ".", started)
+    net = network.plan(request.network, isolation, request.egress)
+    if net.error:
+        return _outcome_without_process(isolation, FAILED, net.error, started)
     shape = standby.shape_for(
-        request.language, request.network, request.limits, request.ro_binds, request.work_root
+        request.language,
+        request.network,
+        request.limits,
+        request.ro_binds,
+        request.work_root,
+        net.policy,
     )
     spare = standby.take(shape) if shape is not None else None
-    execution = _Execution(request, isolation, on_update, cancel, shape, spare)
+    execution = _Execution(request, isolation, on_update, cancel, shape, spare, net)
     try:
         if not execution.start():
             return execution.outcome()
@@ -190,8 +198,11 @@ class _Execution:
         cancel: threading.Event | None,
         shape: standby.Shape | None = None,
         spare: standby.Sandbox | None = None,
+        net: network.Plan | None = None,
     ) -> None:
         self.request = request
+        self.net_plan = net or network.Plan(None, "")
+        self.net: network.Network | None = None
         self.shape = shape  # None: the gated or launcher start below, else a standby sandbox
         if spare is not None and not spare.move_to(request.work_root):
             spare.discard()
@@ -263,6 +274,7 @@ class _Execution:
             limits=self.limits,
             ro_binds=request.ro_binds,
             notices=self.notices,
+            resolv_conf=network.RESOLV_CONF if self.net_plan.policy is not None else None,
         )
         return outer + inner
 
@@ -321,6 +333,7 @@ class _Execution:
             self.started = time.monotonic()
             if gate is not None:
                 command, filter_fd = seccomp.attach(command)
+                policy = self.net_plan.policy
                 self.proc = gate.popen(
                     command,
                     stdin=stdin,
@@ -329,7 +342,11 @@ class _Execution:
                     env=env,
                     cwd=self.dirs.home,
                     extra_fds=(filter_fd,),
+                    prefix=network.unshare_prefix() if policy is not None else None,
                 )
+                if policy is not None:
+                    self.net = network.Network.attach(self.proc.pid, policy)
+                    self.net.ready()  # bash runs tool code right after the gate opens
                 gate.open(self.proc, self.cgroup, sandbox.rlimits(request.language, limits))
             else:
                 self.proc = subprocess.Popen(
@@ -391,6 +408,7 @@ class _Execution:
         message = box.message(request.entry, self.limits, env, self._params(paths))
         self.stdin_data = memoryview(message)
         self.proc, self.cgroup = box.proc, box.cgroup
+        self.net, box.net = box.net, None
         stdin_w, log_r, protocol_r = box.release_fds()
         self.started = time.monotonic()
         for fd, events, handler in (
@@ -629,6 +647,8 @@ class _Execution:
             self.selector.unregister(key.fd)
             os.close(key.fd)
         self.selector.close()
+        if self.net is not None:  # after every process of the sandbox is gone
+            self.net.close()
         if self.cgroup is not None:
             self.cgroup.remove()
         quota.release(self.dirs.root)  # the quota's files go with it
@@ -795,4 +815,5 @@ class _Execution:
             duration=end - self.started,
             notices=self.notices,
             spare=self.used_spare,
+            network_policy=self.net_plan.summary,
         )

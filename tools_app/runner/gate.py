@@ -47,12 +47,15 @@ class Gate:
         env: dict[str, str],
         cwd: Path,
         extra_fds: tuple[int, ...] = (),
+        prefix: list[str] | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start the shell in front of `command`; the protocol's read end stays ours.
-        `extra_fds` (numbers above 9) reach `command` as they are, e.g. a seccomp filter."""
+        `extra_fds` (numbers above 9) reach `command` as they are, e.g. a seccomp filter.
+        `prefix` runs the shell itself (network.unshare_prefix(): a new network namespace)."""
+        shell = ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout)]
         try:
             return subprocess.Popen(
-                ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout), *command],
+                [*(prefix or []), *shell, *command],
                 stdin=self.gate_r,
                 stdout=self.protocol_w,
                 stderr=stderr,

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools_app.egress import Policy
+
 from .limits import Limits
 
 LANGUAGES = ("typescript", "javascript", "python", "bash")
@@ -32,6 +34,9 @@ class RunRequest:
     # Host files or folders the tool may read (an integration's database path, a shared
     # input folder); bound read-only at the same path. Never the console's own files.
     ro_binds: tuple[Path, ...] = ()
+    # Where a network: true run may connect (tools_app/egress.py); None: the policy of
+    # CONSOLE_TOOL_NETWORK_ALLOW alone.
+    egress: Policy | None = None
 
 
 @dataclass
@@ -52,3 +57,4 @@ class RunOutcome:
     duration: float
     notices: list[str] = field(default_factory=list)
     spare: bool = False  # started in a spare sandbox (standby.py) rather than cold
+    network_policy: str = ""  # the egress policy the run had, for people (network.py)

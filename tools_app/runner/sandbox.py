@@ -318,6 +318,7 @@ def bwrap_argv(
     limits: Limits,
     ro_binds: Iterable[Path] = (),
     notices: list[str] | None = None,
+    resolv_conf: Path | None = None,
 ) -> list[str]:
     bwrap = bwrap_executable()
     assert bwrap is not None
@@ -342,6 +343,8 @@ def bwrap_argv(
     args += _extra_binds(ro_binds, notices if notices is not None else [])
     if language != "bash":
         args += ["--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+    if resolv_conf is not None:  # filtered egress: DNS through slirp (runner/network.py)
+        args += ["--ro-bind", str(resolv_conf), "/etc/resolv.conf"]
     args = privilege.open_parents(args)
     args += ["--chdir", SANDBOX_HOME, "--", *privilege.drop_argv()]
     return args

@@ -10,9 +10,11 @@ migration waits for an RCU grace period, ~10 ms here) and the interpreter's star
 A spare never ran tool code and holds nothing of a run: fresh cgroups, work dir, /tmp and
 processes; the run's variables and params reach it only at hand-over. A run whose shape
 (language, network, memory and process limits, extra binds, the sandbox's command line)
-differs from the spare's starts cold. Tools that bind host paths (integration files, input
-folders) never get a spare: a file replaced on the host since would still show its old
-inode. One spare per process, discarded after SPARE_IDLE_SECONDS.
+differs from the spare's starts cold. A spare's network (slirp4netns and the egress rules,
+network.py) is set up when it starts: its shape includes the egress policy. Tools that
+bind host paths (integration files, input folders) never get a spare: a file replaced on
+the host since would still show its old inode. One spare per process, discarded after
+SPARE_IDLE_SECONDS.
 `TOOL_CONSOLE_SPARE_SANDBOXES=off` disables spares (runs then always start cold).
 """
 
@@ -33,7 +35,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools_app import egress
+
 from . import cgroups, quota, sandbox, seccomp
+from . import network as tool_network
 from .gate import Gate
 from .limits import Limits
 
@@ -63,11 +68,22 @@ class Shape:
     ro_binds: tuple[Path, ...]
     folder: Path  # where the sandbox's own directory is made
     command: tuple[str, ...]  # bwrap's and the harness's arguments, for any other change
+    # The filtered network's policy, set up when the spare starts (network.py); None: no
+    # network or an unfiltered one.
+    egress: egress.Policy | None = None
 
     @classmethod
-    def of(cls, language: str, network: bool, limits: Limits, ro_binds, folder: Path) -> Shape:
+    def of(
+        cls,
+        language: str,
+        network: bool,
+        limits: Limits,
+        ro_binds,
+        folder: Path,
+        policy: egress.Policy | None = None,
+    ) -> Shape:
         fields = (language, network, limits, tuple(Path(p) for p in ro_binds))
-        command = _argv(*fields, _PLACEHOLDER, notices=[])
+        command = _argv(*fields, _PLACEHOLDER, notices=[], filtered=policy is not None)
         return cls(
             language,
             network,
@@ -77,6 +93,7 @@ class Shape:
             fields[3],
             folder,
             tuple(command),
+            policy,
         )
 
     @property
@@ -94,6 +111,7 @@ def _argv(
     root: Path,
     *,
     notices: list[str],
+    filtered: bool = False,
 ) -> list[str]:
     paths = sandbox.tool_paths("bwrap", root / "tool", quota.home(root), quota.tmp(root))
     outer = sandbox.bwrap_argv(
@@ -104,6 +122,7 @@ def _argv(
         limits=limits,
         ro_binds=ro_binds,
         notices=notices,
+        resolv_conf=tool_network.RESOLV_CONF if filtered else None,
     )
     return outer + sandbox.tool_argv(language, None, paths, limits)
 
@@ -126,6 +145,7 @@ class Sandbox:
         self.created = time.monotonic()
         self.proc: subprocess.Popen[bytes] | None = None
         self.cgroup: cgroups.RunCgroup | None = None
+        self.net: tool_network.Network | None = None
         self.stdin_w = self.log_r = self.protocol_r = -1
 
     @classmethod
@@ -176,6 +196,7 @@ class Sandbox:
             shape.ro_binds,
             self.root,
             notices=self.notices,
+            filtered=shape.egress is not None,
         )
         tasks = limits.max_processes + cgroups.TASK_ALLOWANCE
         self.cgroup = cgroups.create(limits.memory_bytes, tasks)
@@ -194,8 +215,14 @@ class Sandbox:
                 env=self.env,
                 cwd=quota.home(self.root),
                 extra_fds=(filter_fd,),
+                prefix=tool_network.unshare_prefix() if shape.egress is not None else None,
             )
+            if shape.egress is not None:
+                self.net = tool_network.Network.attach(self.proc.pid, shape.egress)
             gate.open(self.proc, self.cgroup, sandbox.rlimits(shape.language, limits))
+            if self.net is not None:
+                # The harness boots meanwhile; it runs no tool code before its message.
+                self.net.ready()
         except BaseException:
             self.protocol_r = -1
             gate.close()
@@ -262,6 +289,8 @@ class Sandbox:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if self.net is not None:
+            self.net.close_fd()
 
     def discard(self) -> None:
         """Kill it and remove its cgroups and directory."""
@@ -275,6 +304,8 @@ class Sandbox:
                 self.proc.wait(5)
         if self.cgroup is not None:
             self.cgroup.remove()
+        if self.net is not None:
+            self.net.close()
         quota.release(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -418,7 +449,12 @@ atexit.register(_keeper.discard)
 
 
 def shape_for(
-    language: str, network: bool, limits: Limits, ro_binds, work_root: Path | None
+    language: str,
+    network: bool,
+    limits: Limits,
+    ro_binds,
+    work_root: Path | None,
+    policy: egress.Policy | None = None,
 ) -> Shape | None:
     """The shape of a run that starts in a standby sandbox, or None (bash; no bwrap; no
     interpreter, which the cold path reports)."""
@@ -426,7 +462,7 @@ def shape_for(
         return None
     folder = Path(work_root).parent if work_root is not None else Path(tempfile.gettempdir())
     try:
-        return Shape.of(language, network, limits, ro_binds, folder)
+        return Shape.of(language, network, limits, ro_binds, folder, policy)
     except RuntimeError:
         return None
 

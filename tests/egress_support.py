@@ -1,0 +1,153 @@
+"""Test hosts for the egress tests: a network namespace of our own, joined to the host by
+a veth pair, with a "public" address (documentation range) and a private one (10.x), an
+HTTP server answering on both and a DNS server answering every A query with the public
+address. Addresses are random per fixture so parallel test runs do not clash. Run as a
+script (inside the namespace) it is those servers."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+@dataclass
+class EgressHosts:
+    public: str  # in 198.51.100.0/24 or 203.0.113.0/24 (documentation, "public")
+    private: str  # in 10.0.0.0/8
+    netns: str
+    host_public: str  # the host's own end of the link: an address of the console's host
+
+
+def _ready(address: str, port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((address, port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"test server {address}:{port} did not start")
+
+
+@contextlib.contextmanager
+def test_hosts() -> Iterator[EgressHosts]:
+    from tests.conftest import require
+
+    require(os.geteuid() != 0, "egress tests create network namespaces: they need root")
+    for tool in ("ip", "slirp4netns", "nft", "nsenter", "unshare"):
+        require(
+            subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0,
+            f"{tool} is missing (apt-get install iproute2 slirp4netns nftables)",
+        )
+    tag = uuid.uuid4().hex[:8]
+    netns, host_if, ns_if = f"egt-{tag}", f"egh{tag}", f"egn{tag}"
+    block = random.randrange(1, 63)
+    public_net = random.choice(["198.51.100.0", "203.0.113.0"])
+    pub = ipaddress.ip_address(public_net) + 4 * block
+    priv = ipaddress.ip_address(f"10.213.{random.randrange(256)}.0") + 4 * block
+    commands = [
+        ["ip", "netns", "add", netns],
+        ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+        ["ip", "link", "set", ns_if, "netns", netns],
+        ["ip", "addr", "add", f"{pub + 1}/30", "dev", host_if],
+        ["ip", "addr", "add", f"{priv + 1}/30", "dev", host_if],
+        ["ip", "link", "set", host_if, "up"],
+        ["ip", "-n", netns, "addr", "add", f"{pub + 2}/30", "dev", ns_if],
+        ["ip", "-n", netns, "addr", "add", f"{priv + 2}/30", "dev", ns_if],
+        ["ip", "-n", netns, "link", "set", ns_if, "up"],
+        ["ip", "-n", netns, "link", "set", "lo", "up"],
+    ]
+    server = None
+    try:
+        for command in commands:
+            subprocess.run(command, check=True, capture_output=True)
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, __file__, str(pub + 2)],
+            stdin=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        _ready(str(pub + 2), 80, deadline)
+        yield EgressHosts(str(pub + 2), str(priv + 2), netns, str(pub + 1))
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        return
+
+    def do_GET(self) -> None:
+        body = f"hello from {self.connection.getsockname()[0]}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _dns(answer: str) -> None:
+    """Answers every query with one A record: `answer`."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("0.0.0.0", 53))  # noqa: S104 - inside the test namespace only
+    while True:
+        data, peer = sock.recvfrom(512)
+        if len(data) < 12:
+            continue
+        end = data.index(b"\0", 12) + 5  # the question: name, type, class
+        header = data[:2] + struct.pack(">HHHHH", 0x8180, 1, 1, 0, 0)
+        record = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 60, 4) + socket.inet_aton(answer)
+        sock.sendto(header + data[12:end] + record, peer)
+
+
+def serve(public: str) -> None:
+    threading.Thread(target=_dns, args=(public,), daemon=True).start()
+    ThreadingHTTPServer(("0.0.0.0", 80), _Handler).serve_forever()  # noqa: S104 - test netns
+
+
+def local_server(address: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, int]:
+    """An HTTP server on the host (its loopback by default): what a tool must not reach."""
+    server = ThreadingHTTPServer((address, 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
+def slirp_children(settle: float = 5.0) -> list[int]:
+    """slirp4netns processes this test process started that are still there once killed
+    ones had `settle` seconds to be reaped (the runner reaps them on a thread)."""
+    deadline = time.monotonic() + settle
+    while (found := _slirp_children()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _slirp_children() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if fields.get("Name", "").strip() == "slirp4netns" and int(fields["PPid"]) == os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

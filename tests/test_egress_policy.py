@@ -1,0 +1,302 @@
+"""The egress policy module (tools_app/egress.py) and the console's egress-aware HTTP
+client (tools_app/egress_http.py via tools_app/http.py): what is refused, what the allow
+list means, and that console-side requests (connection tests) obey the same rules."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpcore
+import integrations_support as support
+import pytest
+from django.urls import reverse
+
+from tools_app import egress, http
+from tools_app.runner import network
+
+fast_passwords = support.fast_passwords
+
+
+def policy(allow: str = "", own: tuple[str, ...] = ()) -> egress.Policy:
+    return egress.Policy(
+        allows=egress.parse_allow(allow), own=tuple(ipaddress.ip_address(a) for a in own)
+    )
+
+
+@pytest.mark.parametrize(
+    "address, why",
+    [
+        ("127.0.0.1", "the host's loopback"),
+        ("127.8.9.10", "the host's loopback"),
+        ("::1", "the host's loopback"),
+        ("::ffff:127.0.0.1", "the host's loopback"),
+        ("64:ff9b::7f00:1", "the host's loopback"),
+        ("0.0.0.0", "an unspecified address"),  # noqa: S104 - a destination here
+        ("::", "an unspecified address"),
+        ("10.1.2.3", "a private address (RFC 1918)"),
+        ("172.31.255.1", "a private address (RFC 1918)"),
+        ("192.168.1.1", "a private address (RFC 1918)"),
+        ("::ffff:192.168.1.1", "a private address (RFC 1918)"),
+        ("100.64.0.1", "a shared (carrier-grade NAT) address"),
+        ("169.254.169.254", "the cloud metadata service"),
+        ("169.254.1.1", "a link-local address"),
+        ("fe80::1", "a link-local address"),
+        ("fd00::2", "a private address (unique local)"),
+        ("224.0.0.1", "a multicast address"),
+    ],
+)
+def test_it_refuses_non_public_addresses(address, why):
+    decision = policy().decide(address, 80)
+    assert not decision.allowed
+    assert decision.reason.endswith(f" is {why}")
+
+
+@pytest.mark.parametrize("address", ["198.51.100.10", "203.0.113.5", "8.8.8.8", "2001:db8::1"])
+def test_it_allows_public_addresses(address):
+    assert policy().decide(address, 443).allowed
+
+
+def test_it_refuses_the_console_hosts_own_addresses():
+    decision = policy(own=("198.51.100.7",)).decide("198.51.100.7", 8000)
+    assert not decision.allowed
+    assert "the console's own host" in decision.reason
+
+
+def test_it_parses_each_allow_form():
+    allows = egress.parse_allow(" 10.0.0.0/8 , 127.0.0.1:8888,192.168.0.0/16:5432,[fd00::1]:80 ")
+    assert [str(a) for a in allows] == [
+        "10.0.0.0/8",
+        "127.0.0.1:8888",
+        "192.168.0.0/16:5432",
+        "[fd00::1]:80",
+    ]
+    checked = policy("10.0.0.0/8,127.0.0.1:8888,192.168.0.0/16:5432")
+    assert checked.decide("10.9.9.9", 1).allowed
+    assert checked.decide("127.0.0.1", 8888).allowed
+    assert not checked.decide("127.0.0.1", 8889).allowed
+    assert checked.decide("192.168.4.4", 5432).allowed
+    assert not checked.decide("192.168.4.4", 6379).allowed
+    assert checked.decide("::ffff:127.0.0.1", 8888).allowed  # the same destination
+    assert "CONSOLE_TOOL_NETWORK_ALLOW (127.0.0.1:8888)" in checked.decide("127.0.0.1", 8888).reason
+
+
+def test_it_resolves_host_names_in_the_allow_list():
+    allows = egress.parse_allow("localhost:8888")
+    assert {str(a.network.network_address) for a in allows} >= {"127.0.0.1"}
+    assert all(a.port == 8888 for a in allows)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("example.org", "a host name needs a port"),
+        ("10.0.0.0/8:http", "the port must be a number"),
+        ("127.0.0.1:0", "the port must be a number from 1 to 65535"),
+        ("10.0.0.0/33", "a host name needs a port"),
+        ("no-such-host.invalid:80", "does not resolve"),
+        ("[fd00::1]x", "expected [IPv6]:port"),
+    ],
+)
+def test_it_explains_a_malformed_allow_entry(text, message):
+    with pytest.raises(egress.PolicyError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        egress.parse_allow(text)
+
+
+def test_it_allows_the_exact_host_and_port_of_an_integration_url():
+    allows = egress.url_allows("http://127.0.0.1:8888/searx", "integration searxng")
+    checked = egress.Policy(allows=allows)
+    assert checked.decide("127.0.0.1", 8888).allowed
+    assert not checked.decide("127.0.0.1", 8889).allowed
+    assert egress.url_allows("https://[::1]/", "x")[0].port == 443
+
+
+def test_it_refuses_a_name_when_any_of_its_addresses_is_refused():
+    # localhost resolves to loopback only; an allowed port for 127.0.0.1 alone must not
+    # let ::1 through, nor the reverse.
+    _, decision = policy().decide_host("localhost", 80)
+    assert not decision.allowed
+    assert "localhost:80 is refused by the egress policy" in decision.reason
+
+
+def test_it_writes_nftables_rules_that_refuse_by_default_and_dnat_allowed_loopback():
+    rules = network.ruleset(policy("127.0.0.1:8888,198.51.100.0/24:443"))
+    assert "policy drop;" in rules
+    assert "ip daddr 10.0.2.2 meta l4proto { tcp, udp } th dport 8888 accept" in rules
+    assert "dnat to 10.0.2.2" in rules
+    assert "ip daddr 198.51.100.0/24 meta l4proto { tcp, udp } th dport 443 accept" in rules
+    assert "169.254.0.0/16" in rules and "127.0.0.0/8" in rules
+    assert rules.index("th dport 8888 accept") < rules.index("reject with tcp reset")
+
+
+# --- the console's own requests --------------------------------------------------------
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    target = ""
+    seen: list[dict[str, str]] = []
+
+    def log_message(self, *args) -> None:
+        return
+
+    def do_GET(self) -> None:
+        type(self).seen.append(dict(self.headers))
+        if self.path.startswith("/go") and self.target:
+            self.send_response(302)
+            self.send_header("Location", self.target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b"secret console page"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[int, int, type[_Redirecting]]]:
+    handler = type("Handler", (_Redirecting,), {"seen": [], "target": ""})
+    made = [ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
+    for server in made:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield made[0].server_address[1], made[1].server_address[1], handler
+    finally:
+        for server in made:
+            server.shutdown()
+            server.server_close()
+
+
+def test_it_refuses_a_console_request_to_the_hosts_loopback(servers):
+    port, _, handler = servers
+    with pytest.raises(http.HttpError, match="refused by the egress policy: 127.0.0.1 is the"):
+        http.request("GET", f"http://127.0.0.1:{port}/", policy=policy())
+    assert handler.seen == []
+    allowed = http.request("GET", f"http://127.0.0.1:{port}/", policy=policy(f"127.0.0.1:{port}"))
+    assert allowed.status == 200
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::ffff:127.0.0.1]", "[::]"])  # noqa: S104
+def test_it_refuses_console_requests_to_this_host_in_any_spelling(servers, host):
+    port, _, handler = servers
+    with pytest.raises(http.HttpError, match="refused by the egress policy"):
+        http.request("GET", f"http://{host}:{port}/", policy=policy())
+    assert handler.seen == []
+
+
+def test_it_rechecks_every_redirect_hop(servers):
+    port, other, handler = servers
+    handler.target = f"http://127.0.0.1:{other}/admin/"
+    with pytest.raises(http.HttpError, match=f"127.0.0.1:{other} is refused by the egress"):
+        http.request("GET", f"http://127.0.0.1:{port}/go", policy=policy(f"127.0.0.1:{port}"))
+    assert len(handler.seen) == 1  # the allowed first hop only
+
+
+def test_it_drops_authorization_on_a_cross_origin_redirect(servers):
+    port, other, handler = servers
+    handler.target = f"http://127.0.0.1:{other}/next"
+    result = http.request(
+        "GET",
+        f"http://127.0.0.1:{port}/go",
+        headers={"Authorization": "Bearer tok"},
+        policy=policy(f"127.0.0.1:{port},127.0.0.1:{other}"),
+    )
+    assert result.status == 200
+    first, second = handler.seen
+    assert first["Authorization"] == "Bearer tok"
+    assert "Authorization" not in second
+
+
+def test_it_connects_to_the_address_it_checked(monkeypatch, servers):
+    """A name re-resolved between the check and the connect (DNS rebinding) cannot move
+    the connection: the backend connects to the address it judged."""
+    port, _, _ = servers
+    answers = iter(["198.51.100.99", "127.0.0.1"])
+    real = socket.getaddrinfo
+
+    def rebinding(host, *args, **kwargs):
+        if host == "rebind.example":
+            ip = next(answers, "127.0.0.1")
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, 0))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    connected = []
+
+    def record(self, host, port, *args, **kwargs):
+        connected.append(host)
+        raise httpcore.ConnectError("test stops here")
+
+    monkeypatch.setattr(httpcore.SyncBackend, "connect_tcp", record)
+    with pytest.raises(http.HttpError):
+        http.request("GET", f"http://rebind.example:{port}/", policy=policy(), timeout=2)
+    assert connected == ["198.51.100.99"]
+
+
+def test_it_refuses_a_connection_test_to_the_hosts_loopback(console_admin_client, servers):
+    port, _, handler = servers
+    page = console_admin_client.post(
+        reverse("integration_test_new", args=["searxng"]),
+        {"field_url": f"http://127.0.0.1:{port}/admin/login/?"},
+    ).content.decode()
+    assert f"127.0.0.1:{port} is refused by the egress policy" in page
+    assert "secret console page" not in page
+    assert handler.seen == []
+
+
+def test_it_lets_a_connection_test_reach_an_allowed_destination(
+    console_admin_client, servers, settings
+):
+    port, other, handler = servers
+    settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
+    page = console_admin_client.post(
+        reverse("integration_test_new", args=["searxng"]), {"field_url": f"http://127.0.0.1:{port}"}
+    ).content.decode()
+    assert "Connection works" in page
+    handler.target = f"http://127.0.0.1:{other}/"
+    handler.seen.clear()
+    page = console_admin_client.post(
+        reverse("integration_test_new", args=["searxng"]),
+        {"field_url": f"http://127.0.0.1:{port}/go"},
+    ).content.decode()
+    assert f"127.0.0.1:{other} is refused by the egress policy" in page
+
+
+def test_it_refuses_a_dns_setting_that_is_not_an_ipv4_address():
+    with pytest.raises(egress.PolicyError, match="CONSOLE_TOOL_DNS: 'dns.example' is not an IPv4"):
+        egress.build("", dns="dns.example")
+
+
+def test_it_warns_when_tools_egress_is_unfiltered_here(monkeypatch, settings):
+    from tools_app import egress_config
+
+    monkeypatch.setattr(egress_config.os, "geteuid", lambda: 1000)
+    warnings = egress_config.egress_warnings()
+    assert any("share this host's network unfiltered" in w for w in warnings), warnings
+
+
+def test_it_warns_when_the_allow_list_is_invalid(settings):
+    from tools_app import egress_config
+
+    settings.TOOL_NETWORK_ALLOW = "10.0.0.0/8,example.org"
+    (warning,) = egress_config.egress_warnings()
+    assert "The egress policy is invalid, so tools with network: true fail" in warning
+    assert "'example.org': a host name needs a port" in warning
+
+
+def test_it_lets_a_saved_integration_test_reach_its_saved_url_only(console_admin_client, servers):
+    """A saved URL is what the integration's tools reach anyway; a URL only typed into the
+    form is judged like any other destination."""
+    port, other, handler = servers
+    support.create("searxng", values={"url": f"http://127.0.0.1:{port}"})
+    url = reverse("integration_test", args=["searxng"])
+    page = console_admin_client.post(url, {"field_url": f"http://127.0.0.1:{port}"})
+    assert "Connection works" in page.content.decode()
+    page = console_admin_client.post(url, {"field_url": f"http://127.0.0.1:{other}"})
+    assert f"127.0.0.1:{other} is refused by the egress policy" in page.content.decode()
+    assert len(handler.seen) == 1

@@ -1,0 +1,69 @@
+"""The egress policy from the console's settings and integrations (tools_app/egress.py is
+the Django-free core): what a tool run gets, what a console-side request gets, and the
+warnings when tools' egress is not filtered on this host."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from django.conf import settings
+
+from tools_app import egress
+from tools_app.checks import warning_source
+
+
+def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
+    """The exact host and port of the URL fields of the declared, enabled integrations
+    (e.g. a SearXNG at http://127.0.0.1:8888): only the tool declaring them reaches them."""
+    from tools_app import integrations
+    from tools_app.models import Integration
+
+    allows: list[egress.Allow] = []
+    for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
+        for spec in integrations.fields_of(integration):
+            value = (integration.values or {}).get(spec.name) or spec.default
+            if spec.kind == "url" and not spec.secret and value:
+                allows += egress.url_allows(value, f"integration {integration.slug}")
+    return tuple(allows)
+
+
+def tool_policy(slugs: Iterable[str]) -> egress.Policy:
+    """A run's policy. Raises egress.PolicyError for a malformed setting."""
+    extra = integration_url_allows(slugs) if slugs else ()
+    return egress.build(settings.TOOL_NETWORK_ALLOW, extra, settings.TOOL_DNS)
+
+
+def console_policy(saved_integration=None) -> egress.Policy:
+    """For requests the console makes on a user's behalf (a connection test): the allow
+    list, plus the saved URLs of the integration being tested (what its tools reach
+    anyway), never a URL only typed into a form."""
+    slugs = [saved_integration.slug] if saved_integration is not None else []
+    extra = integration_url_allows(slugs) if slugs else ()
+    return egress.build(settings.TOOL_NETWORK_ALLOW, extra, settings.TOOL_DNS)
+
+
+@warning_source
+def egress_warnings() -> list[str]:
+    from tools_app.runner import isolation_level, network
+
+    try:
+        egress.build(settings.TOOL_NETWORK_ALLOW, (), settings.TOOL_DNS)
+    except egress.PolicyError as exc:
+        return [f"The egress policy is invalid, so tools with network: true fail: {exc}"]
+    if isolation_level()[0] != "bwrap":
+        return [
+            "Tools with network: true share this host's network unfiltered (no bubblewrap): "
+            "they reach its loopback services and private networks."
+        ]
+    if os.geteuid() != 0:
+        return [
+            "Tools with network: true share this host's network unfiltered: the worker "
+            "does not run as root, which the egress filter (slirp4netns + nftables) needs."
+        ]
+    if absent := network.missing():
+        return [
+            f"Tools with network: true fail: {', '.join(absent)} is not installed "
+            "(Debian packages slirp4netns, nftables, util-linux)."
+        ]
+    return []
