@@ -241,6 +241,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "tools_app.views.auth.locked_out"
 # Client IPs are recorded from REMOTE_ADDR only: a forwarded header is client-chosen.
 AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # failures and locks, not every login
 # W006 warns that without ip_address an attacker may rotate User-Agents or cookies; with
 # username as the only parameter neither is part of the key (tests/test_login_throttle.py).
 SILENCED_SYSTEM_CHECKS = ["axes.W006"]
