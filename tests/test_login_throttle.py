@@ -183,3 +183,21 @@ def test_password_reset_views_are_not_routed(url, dave):
 def test_the_admin_login_offers_no_password_reset(db):
     html = Client().get(ADMIN_LOGIN).content.decode()
     assert "login-form" in html and "Forgotten your password" not in html
+
+
+def test_an_admin_lifts_a_lock_in_django_admin_and_it_is_audited(dave, root):
+    attacker = Visitor()
+    fail(attacker, "dave", LIMIT)
+    attempt = AccessAttempt.objects.get(username="dave")
+    staff = Client()
+    staff.force_login(root)
+
+    response = staff.post(
+        f"/admin/axes/accessattempt/{attempt.pk}/delete/", {"post": "yes"}, follow=False
+    )
+
+    assert response.status_code == 302 and not AccessAttempt.objects.exists()
+    event = AuditEvent.objects.get(action="admin.delete")
+    assert event.actor == "root" and event.target_type == "accessattempt"
+    user = Visitor(ip="192.0.2.55")
+    assert user.login("dave", PASSWORD).status_code == 302 and user.logged_in()
