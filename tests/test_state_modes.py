@@ -30,6 +30,13 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+# The subprocess tests make their own SQLite console whatever this run's database: the
+# PostgreSQL pass of `dev.py test` need not repeat them.
+sqlite_pass_only = pytest.mark.skipif(
+    bool(os.environ.get("DATABASE_URL")), reason="runs in the SQLite pass (own SQLite console)"
+)
+
+
 def console_env(tmp_path: Path) -> dict[str, str]:
     """A console with every default: SQLite, the embedded broker and generated keys, all
     in a fresh state directory."""
@@ -79,6 +86,7 @@ def assert_private(state: Path, files=PRIVATE_FILES) -> None:
             assert mode(entry) == 0o700, f"{entry.name} is {oct(mode(entry))}"
 
 
+@sqlite_pass_only
 def test_migrate_makes_a_private_state_directory(tmp_path):
     env = console_env(tmp_path)
 
@@ -88,6 +96,7 @@ def test_migrate_makes_a_private_state_directory(tmp_path):
     assert (tmp_path / "state" / "console.sqlite3").stat().st_size > 0
 
 
+@sqlite_pass_only
 def test_it_tightens_a_state_directory_left_open(tmp_path):
     state = tmp_path / "state"
     for rel in PRIVATE_DIRS:
@@ -120,6 +129,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@sqlite_pass_only
 def test_dev_py_up_makes_a_private_state_directory(tmp_path):
     env = console_env(tmp_path)
     env["CONSOLE_SYNC_ON_START"] = "0"
