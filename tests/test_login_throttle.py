@@ -89,6 +89,18 @@ def test_it_ignores_rotating_addresses_and_user_agents(dave):
     assert response.status_code == 429 and not fresh.logged_in()
 
 
+def test_it_counts_spellings_that_log_in_as_the_same_user(dave):
+    # The form strips spaces and NFKC-normalises (a fullwidth "ｄ" is "d"): each variant is
+    # the same account, so each failure counts against it.
+    variants = [" dave", "dave ", "\uff44ave", "\uff44\uff41\uff56\uff45", "dave"]
+    visitor = Visitor()
+    for i in range(LIMIT):
+        visitor.login(variants[i % len(variants)], f"wrong-{i}")
+
+    assert visitor.login("\uff44ave", PASSWORD).status_code == 429
+    assert visitor.login("dave", PASSWORD).status_code == 429 and not visitor.logged_in()
+
+
 def test_it_locks_django_admins_login_too(root):
     visitor = Visitor()
 
