@@ -222,7 +222,7 @@ LOGGING = {
 }
 
 # --------------------------------------------------------------------------------------
-# Trust boundary around the edges (README "Login throttling, CSP and private state").
+# Trust boundary around the edges (README "Trust boundary: around the edges").
 
 # Login throttling (django-axes): CONSOLE_LOGIN_FAILURE_LIMIT wrong passwords for one
 # username lock that username out for CONSOLE_LOGIN_LOCKOUT_MINUTES, on the console's and
@@ -248,8 +248,8 @@ SILENCED_SYSTEM_CHECKS = ["axes.W006"]
 
 # Content-Security-Policy (django-csp): scripts only from the console's own static files
 # (or a nonce), never inline; styles may be inline (CodeMirror and Swagger UI set them).
-MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
-                  "csp.middleware.CSPMiddleware")  # fmt: skip
+_security = MIDDLEWARE.index("django.middleware.security.SecurityMiddleware")
+MIDDLEWARE.insert(_security + 1, "csp.middleware.CSPMiddleware")
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("csp.context_processors.nonce")
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
@@ -268,22 +268,25 @@ CONTENT_SECURITY_POLICY = {
 
 # Private state: STATE_DIR and the folders the console keeps in it are 0700, the secret
 # files in it 0600 (the secret key and encryption key are created 0600 where they are
-# made). A SQLite database is created here, empty and 0600, before SQLite first opens it;
-# SQLite gives its -wal and -shm files the database file's mode.
-def _private_dir(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.suppress(PermissionError):  # a folder another user owns: left as is
-        path.chmod(0o700)
+# made; an older, looser one is tightened here). A SQLite database is created here, empty
+# and 0600, before SQLite first opens it; SQLite gives its -wal and -shm files the
+# database file's mode (tools_app/statedir.py covers databases made elsewhere).
+def _private(path: Path, mode: int) -> None:
+    with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's: left
+        if path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
 
 
 for _folder in (STATE_DIR, STATIC_ROOT, ARTIFACTS_PATH, RUNS_WORK_PATH):
-    _private_dir(_folder)
+    _folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private(_folder, 0o700)
 if CELERY_BROKER_URL == "filesystem://":
     for _folder in (_queue.parent, _queue, _processed, _control):
-        _private_dir(_folder)
+        _private(_folder, 0o700)
+for _file in (STATE_DIR / "secret_key", ENCRYPTION_KEY_FILE):
+    _private(_file, 0o600)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     _db = Path(str(DATABASES["default"]["NAME"]))
-    if str(_db) != ":memory:" and _db.parent.is_dir():
+    if not str(_db).startswith((":memory:", "file:")) and _db.parent.is_dir():
         os.close(os.open(_db, os.O_WRONLY | os.O_CREAT, 0o600))
-        with contextlib.suppress(PermissionError):
-            _db.chmod(0o600)
+        _private(_db, 0o600)

@@ -98,13 +98,16 @@ def test_migrate_makes_a_private_state_directory(tmp_path):
 
 @sqlite_pass_only
 def test_it_tightens_a_state_directory_left_open(tmp_path):
+    from cryptography.fernet import Fernet
+
+    keys = {"secret_key": "k" * 50, "encryption.key": Fernet.generate_key().decode()}
     state = tmp_path / "state"
     for rel in PRIVATE_DIRS:
         (state / rel).mkdir(parents=True, exist_ok=True)
         (state / rel).chmod(0o777)  # noqa: S103 (the loose install under test)
-    db = state / "console.sqlite3"
-    db.touch()
-    db.chmod(0o666)  # noqa: S103
+    for rel in PRIVATE_FILES:
+        (state / rel).write_text("" if rel.endswith("sqlite3") else keys[rel])
+        (state / rel).chmod(0o666)  # noqa: S103
 
     manage(console_env(tmp_path), "migrate", "--noinput", "-v", "0")
 
