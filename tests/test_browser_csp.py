@@ -105,4 +105,5 @@ def test_the_login_and_lockout_pages_run_under_the_policy(live_server, transacti
             if attempt < 9:
                 page.goto("/accounts/login/")
         assert "Login locked" in page.content()
+        page.screenshot(path=str(ARTIFACTS / "login-locked.png"))
         visit(page, "/admin/login/")

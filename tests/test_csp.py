@@ -129,3 +129,24 @@ def test_pages_carry_the_policy(console_admin_client, make_tool, console_admin):
         assert_strict(response)
     assert_strict(Client().get("/accounts/login/"))
     assert_strict(Client().get("/admin/login/"))
+
+
+def test_a_script_that_must_stay_inline_runs_with_the_requests_nonce(rf):
+    """The escape hatch: `<script nonce="{{ CSP_NONCE }}">` gets the nonce the header
+    allows, a fresh one per request."""
+    from csp.middleware import CSPMiddleware
+    from django.http import HttpResponse
+    from django.template import engines
+
+    template = engines["django"].from_string('<script nonce="{{ CSP_NONCE }}">go()</script>')
+    nonces = []
+    for _ in range(2):
+        request = rf.get("/")
+        middleware = CSPMiddleware(lambda request: HttpResponse())
+        middleware.process_request(request)
+        html = template.render({}, request)
+        response = middleware.process_response(request, HttpResponse(html))
+        nonce = re.search(r'nonce="([^"]+)"', html).group(1)
+        assert f"'nonce-{nonce}'" in policy(response)["script-src"]
+        nonces.append(nonce)
+    assert nonces[0] != nonces[1] and len(nonces[0]) >= 20
