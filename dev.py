@@ -103,6 +103,12 @@ def ensure_login(env: dict) -> None:
     print("=" * 64 + "\n", flush=True)
 
 
+def state_dir() -> Path:
+    """CONSOLE_STATE_DIR as console/settings.py reads it; settings makes it 0700."""
+    value = os.environ.get("CONSOLE_STATE_DIR")
+    return Path(value).expanduser().resolve() if value else ROOT / "var"
+
+
 def port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex((host, port)) != 0
@@ -134,7 +140,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--concurrency",
             str(args.workers),
             "--schedule",
-            ROOT / "var" / "celerybeat-schedule",
+            state_dir() / "celerybeat-schedule",
         ],
         cwd=ROOT,
         env=env,

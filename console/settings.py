@@ -1,10 +1,13 @@
 """Tool Console settings: everything that varies between installs comes from env vars."""
 
+import contextlib
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE as CSP_NONCE
 
 
 def envbool(name: str, default: str) -> bool:
@@ -223,3 +226,73 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.getenv("CONSOLE_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# --------------------------------------------------------------------------------------
+# Trust boundary around the edges (README "Trust boundary: around the edges").
+
+# Login throttling (django-axes): CONSOLE_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username lock that username out for CONSOLE_LOGIN_LOCKOUT_MINUTES, on the console's and
+# Django admin's login alike. Keyed on the username alone, not the client IP: behind a
+# proxy every client has one IP, and an attacker with many IPs would get 10 tries per IP.
+INSTALLED_APPS += ["axes", "csp"]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out username
+    "django.contrib.auth.backends.ModelBackend",
+]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]
+AXES_FAILURE_LIMIT = envint("CONSOLE_LOGIN_FAILURE_LIMIT", "10")
+AXES_COOLOFF_TIME = timedelta(minutes=envint("CONSOLE_LOGIN_LOCKOUT_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "tools_app.views.auth.locked_out"
+# Client IPs are recorded from REMOTE_ADDR only: a forwarded header is client-chosen.
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # failures and locks, not every login
+# W006 warns that without ip_address an attacker may rotate User-Agents or cookies; with
+# username as the only parameter neither is part of the key (tests/test_login_throttle.py).
+SILENCED_SYSTEM_CHECKS = ["axes.W006"]
+
+# Content-Security-Policy (django-csp): scripts only from the console's own static files
+# (or a nonce), never inline; styles may be inline (CodeMirror and Swagger UI set them).
+_security = MIDDLEWARE.index("django.middleware.security.SecurityMiddleware")
+MIDDLEWARE.insert(_security + 1, "csp.middleware.CSPMiddleware")
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("csp.context_processors.nonce")
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", CSP_NONCE],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+
+# Private state: STATE_DIR and the folders the console keeps in it are 0700, the secret
+# files in it 0600 (the secret key and encryption key are created 0600 where they are
+# made; an older, looser one is tightened here). A SQLite database is created here, empty
+# and 0600, before SQLite first opens it; SQLite gives its -wal and -shm files the
+# database file's mode (tools_app/statedir.py covers databases made elsewhere).
+def _private(path: Path, mode: int) -> None:
+    with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's: left
+        if path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+
+
+for _folder in (STATE_DIR, STATIC_ROOT, ARTIFACTS_PATH, RUNS_WORK_PATH):
+    _folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private(_folder, 0o700)
+if CELERY_BROKER_URL == "filesystem://":
+    for _folder in (_queue.parent, _queue, _processed, _control):
+        _private(_folder, 0o700)
+for _file in (STATE_DIR / "secret_key", ENCRYPTION_KEY_FILE):
+    _private(_file, 0o600)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    _db = Path(str(DATABASES["default"]["NAME"]))
+    if not str(_db).startswith((":memory:", "file:")) and _db.parent.is_dir():
+        os.close(os.open(_db, os.O_WRONLY | os.O_CREAT, 0o600))
+        _private(_db, 0o600)

@@ -26,13 +26,25 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = REPO / "test-artifacts"
+# Chromium reports a blocked script, handler, style or load on the console ("... violates
+# the following Content Security Policy directive ..."); the listener below reports the
+# securitypolicyviolation event as well, in case a message's wording changes.
+CSP_MARKS = ("Content Security Policy", "CSP violation")
+REPORT_CSP_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+  console.error(`CSP violation: ${event.violatedDirective} blocked ${event.blockedURI}`);
+});
+"""
 
 
 @contextmanager
 def browser_context(
     live_server, *, user=None, viewport: dict | None = None, timeout_ms: int = 20_000
 ) -> Iterator:
-    """A Playwright browser context on `live_server`, logged in as `user` if given."""
+    """A Playwright browser context on `live_server`, logged in as `user` if given.
+
+    Every page it opens is watched for Content-Security-Policy violations: a test that
+    ends normally fails if any occurred (context.csp_violations lists them meanwhile)."""
     require(not Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
@@ -48,6 +60,15 @@ def browser_context(
                 base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}
             )
             context.set_default_timeout(timeout_ms)
+            violations: list[str] = []
+            context.csp_violations = violations  # type: ignore[attr-defined]
+            context.add_init_script(REPORT_CSP_VIOLATIONS)
+
+            def note_violation(message) -> None:
+                if any(mark in message.text for mark in CSP_MARKS):
+                    violations.append(f"{message.page and message.page.url}: {message.text}")
+
+            context.on("console", note_violation)
             if user is not None:
                 client = Client()
                 client.force_login(user)
@@ -63,6 +84,7 @@ def browser_context(
                 )
             try:
                 yield context
+                assert violations == [], f"Content-Security-Policy violations: {violations}"
             finally:
                 context.close()
                 browser.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import Group, User
@@ -65,6 +66,11 @@ def one_of_everything(make_tool, superuser):
     )
     RunUpdate.objects.create(run=run, seq=1, content={"content": [{"type": "text", "text": "."}]})
     RunArtifact.objects.create(run=run, name="out.txt", size=3, path=f"{run.id}/out.txt")
+    # Login throttling's records (django-axes), which auditors read too.
+    who = {"username": "alpha", "ip_address": "192.0.2.1", "user_agent": "ua"}
+    AccessAttempt.objects.create(**who, failures_since_start=1, get_data="", post_data="")
+    AccessLog.objects.create(**who)
+    AccessFailureLog.objects.create(**who)
     return {"tool": tool, "token": token, "raw_token": raw, "run": run}
 
 

@@ -26,7 +26,7 @@ MIB = 1024 * 1024
 
 def _upload(client, data: bytes, name: str = "tools.zip", **extra):
     return client.post(
-        "/tools/import/", {"file": SimpleUploadedFile(name, data, "application/zip"), **extra}
+        "/tools/-/import/", {"file": SimpleUploadedFile(name, data, "application/zip"), **extra}
     )
 
 

@@ -1010,7 +1010,7 @@ NEW_TOOL_CASES = [
 def test_it_answers_hostile_new_tools_with_a_clear_error(world: World):
     problems = []
     for data in NEW_TOOL_CASES:
-        response = post(world, "developer", "/tools/new/", data)
+        response = post(world, "developer", "/tools/-/new/", data)
         if response.status_code >= 500:
             problems.append(describe("developer", V["post-form"], f"{data}"[:200], response))
     assert not problems, "\n".join(problems)
@@ -1056,10 +1056,10 @@ def test_it_answers_hostile_imports_with_a_clear_error(world: World, visitor: st
     problems = []
     for case, payload in import_cases().items():
         upload = SimpleUploadedFile("tools.zip", payload, "application/zip")
-        response = post(world, visitor, "/tools/import/", {"file": upload, "publish": "on"})
+        response = post(world, visitor, "/tools/-/import/", {"file": upload, "publish": "on"})
         if response.status_code >= 500:
             problems.append(
-                f"{case}: " + describe(visitor, V["post-form"], "/tools/import/", response)
+                f"{case}: " + describe(visitor, V["post-form"], "/tools/-/import/", response)
             )
     assert not problems, "\n".join(problems)
 

@@ -351,7 +351,7 @@ def test_query_count_does_not_grow_with_the_number_of_tools(
 
 
 def test_it_offers_new_and_import_to_developers(viewer_client, developer_client, db):
-    assert 'href="/tools/new/"' not in viewer_client.get(URL).content.decode()
+    assert 'href="/tools/-/new/"' not in viewer_client.get(URL).content.decode()
     as_developer = developer_client.get(URL).content.decode()
-    assert 'href="/tools/new/"' in as_developer
-    assert 'href="/tools/import/"' in as_developer
+    assert 'href="/tools/-/new/"' in as_developer
+    assert 'href="/tools/-/import/"' in as_developer

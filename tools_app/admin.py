@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
@@ -392,3 +394,18 @@ class AuditedUserAdmin(AuditedAdmin, UserAdmin):
 @admin.register(Group)
 class AuditedGroupAdmin(AuditedAdmin, GroupAdmin):
     pass
+
+
+# --- Login throttling (django-axes) ----------------------------------------------------
+# Axes' own admins, with the checked changelist and audited changes: deleting an access
+# attempt lifts a lock-out, which is a state change like any other.
+
+for _model, _axes_admin in (
+    (AccessAttempt, AccessAttemptAdmin),
+    (AccessLog, AccessLogAdmin),
+    (AccessFailureLog, AccessFailureLogAdmin),
+):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
+    _audited = type(f"Audited{_axes_admin.__name__}", (AuditedAdmin, _axes_admin), {})
+    admin.site.register(_model, _audited)

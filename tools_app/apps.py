@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate
 
 
@@ -7,7 +8,13 @@ class ToolsAppConfig(AppConfig):
     verbose_name = "Tool Console"
 
     def ready(self) -> None:
+        from axes.signals import user_locked_out
+
         from tools_app import checks, runs, staticcheck, vault  # noqa: F401  (register checks)
         from tools_app.roles import ensure_groups
+        from tools_app.statedir import private_sqlite_files
+        from tools_app.views.auth import record_lockout
 
         post_migrate.connect(ensure_groups, sender=self)
+        connection_created.connect(private_sqlite_files, dispatch_uid="private_sqlite_files")
+        user_locked_out.connect(record_lockout, dispatch_uid="audit_lockout")

@@ -7,10 +7,11 @@ urlpatterns = [
     path("", tools.index, name="index"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/highlight.css", tools.highlight_css, name="highlight_css"),
-    # Editing (tools_app/views/editor.py). tools/new/ and tools/import/ come before
-    # tools/<name>/, which would otherwise take them for tool names.
-    path("tools/new/", editor.tool_new, name="tool_new"),
-    path("tools/import/", editor.tool_import, name="tool_import"),
+    # Editing (tools_app/views/editor.py). Pages about the tool collection live under
+    # tools/-/: "-" can never be a tool name (NAME_RE), so no tool, whatever its name
+    # (`new`, `import`), is shadowed by a console page (tests/test_tool_urls.py).
+    path("tools/-/new/", editor.tool_new, name="tool_new"),
+    path("tools/-/import/", editor.tool_import, name="tool_import"),
     path("tools/<str:name>/edit/", editor.tool_edit, name="tool_edit"),
     path("tools/<str:name>/validate/", editor.tool_validate, name="tool_validate"),
     path("tools/<str:name>/versions/", editor.tool_versions, name="tool_versions"),

@@ -5,6 +5,7 @@ for a run that does not exist, so run ids cannot be probed."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import datetime
@@ -14,11 +15,13 @@ from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from ninja import Query, Router, Schema
+from ninja.decorators import decorate_view
 
 from tools_app import runs
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import visible_tool, visible_version
 from tools_app.api.errors import ApiError
+from tools_app.api.limits import MAX_PARAMS_BYTES, capped_body, too_large
 from tools_app.api.schemas import ErrorOut
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact, RunUpdate
@@ -30,6 +33,7 @@ from tools_app.views.runs import artifact_response
 router = Router(tags=["runs"], auth=TokenAuth(Scope.TOOLS_INVOKE))
 
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+INVOKE_ERRORS: dict[int, Any] = {**ERRORS, 413: ErrorOut}
 # Long polling (GET /runs/{id}?wait=S): the longest wait, and how often the database is
 # asked meanwhile: after FIRST seconds, then each pause GROWTH times the last, up to MAX.
 MAX_WAIT = 30.0
@@ -97,13 +101,15 @@ class CancelOut(Schema):
 
 @router.post(
     "/tools/{name}/invoke",
-    response={202: InvokeOut, **ERRORS},
+    response={202: InvokeOut, **INVOKE_ERRORS},
     url_name="tool_invoke",
     summary="Start a run of a published tool",
 )
+@decorate_view(capped_body)
 def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
-    """Validates `params` against the tool's input schema (a 422 lists every problem),
-    queues the run and answers at once with its id. Poll `GET /api/v1/runs/{id}`.
+    """Validates `params` (at most 1 MiB of JSON, else a 413) against the tool's input
+    schema (a 422 lists every problem), queues the run and answers at once with its id.
+    Poll `GET /api/v1/runs/{id}`.
     `version` pins an older published version; the default is the published one."""
     tool = visible_tool(name)
     if body.version is not None:
@@ -113,6 +119,11 @@ def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
     else:
         version = tool.published_version
     params = {} if body.params is None else body.params
+    # surrogatepass: a lone surrogate (\ud800) is still counted; validation judges it.
+    text = json.dumps(params, ensure_ascii=False, separators=(",", ":"))
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_PARAMS_BYTES:
+        raise too_large("params", size, MAX_PARAMS_BYTES)
     try:
         run = runs.start_run(
             version,

@@ -16,8 +16,6 @@ from tools_app.importer import MAX_ZIP_BYTES
 from tools_app.models import Tool
 from tools_app.toolmd import LANGUAGES, MAX_DESCRIPTION, MAX_VERSION, NAME_RE
 
-# Names the editor's own URLs use under tools/ (tools/new/, tools/import/).
-RESERVED_NAMES = frozenset({"new", "import"})
 NEWLINES = [("lf", "LF"), ("crlf", "CRLF")]
 CODE_ATTRS = {"rows": 18, "spellcheck": "false", "autocomplete": "off", "data-code-editor": ""}
 
@@ -53,8 +51,6 @@ class NewToolForm(forms.Form):
             raise forms.ValidationError(
                 "Use lowercase letters, digits and _, starting with a letter (at most 64)."
             )
-        if name in RESERVED_NAMES:
-            raise forms.ValidationError(f"{name!r} is reserved by the console; pick another.")
         if Tool.objects.filter(name=name).exists():
             raise forms.ValidationError(f"A tool named {name!r} exists already.")
         return name

@@ -26,7 +26,7 @@ from tools_app.forms.runs import (
 )
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunVia
-from tools_app.roles import DEVELOPER, VIEWER, has_role, role_required
+from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.views.lists import HtmxHttpRequest, render_list
 from tools_app.views.tools import get_tool_or_404
 
@@ -164,6 +164,7 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
         "artifacts": list(run.artifacts.all()) if run.is_finished else [],
         "can_run": has_role(request.user, DEVELOPER),
         "can_download": run.can_download(Actor(user=request.user)),
+        "can_cancel": may_cancel(request.user, run),
         "poll_interval": POLL_INTERVAL,
     }
 
@@ -199,10 +200,20 @@ def run_updates(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     return response
 
 
+def may_cancel(user, run: Run) -> bool:
+    """Developers cancel their own runs; admins any run, including those agent tokens or
+    the system started (a token cancels its own runs through the API)."""
+    if has_role(user, ADMIN):
+        return True
+    return has_role(user, DEVELOPER) and run.user_id is not None and run.user_id == user.pk
+
+
 @require_POST
 @role_required(DEVELOPER)
 def run_cancel(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     run = _run_or_404(run_id)
+    if not may_cancel(request.user, run):
+        raise PermissionDenied("Only the person who started a run, or an admin, can cancel it.")
     runs.cancel_run(run, Actor.from_request(request))
     if request.htmx:
         context = _live_context(request, run, [])

@@ -1,0 +1,47 @@
+"""Size limits of the agent API's request bodies.
+
+The one body that matters is invoke's `{"params": ...}`: params are capped at 1 MiB of
+JSON like the run form's raw JSON (tools_app/forms/runs.py). A body can exceed that only
+by its envelope, so `capped_body` refuses anything over MAX_BODY_BYTES from its
+Content-Length, before Django reads it into memory or anything parses it (ninja reads
+the body before any handler could object); invoke then checks the params themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.http import HttpRequest, HttpResponse
+
+from tools_app.api.errors import ApiError, error_response
+from tools_app.forms.runs import MAX_RAW_PARAMS
+
+MAX_PARAMS_BYTES = MAX_RAW_PARAMS
+# Room for the envelope: {"params": ..., "version": N} and some whitespace.
+MAX_BODY_BYTES = MAX_PARAMS_BYTES + 4096
+TOO_LARGE = "request too large"
+
+
+def too_large(what: str, size: int, limit: int) -> ApiError:
+    return ApiError(413, TOO_LARGE, f"{what} is {size} bytes; the limit is {limit} bytes")
+
+
+def declared_length(request: HttpRequest) -> int:
+    try:
+        return max(int(request.META.get("CONTENT_LENGTH") or 0), 0)
+    except ValueError:
+        return 0
+
+
+def capped_body(view: Callable) -> Callable:
+    """For ninja's decorate_view: a 413 for a body over MAX_BODY_BYTES, unread."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        size = declared_length(request)
+        if size > MAX_BODY_BYTES:
+            exc = too_large("the request body", size, MAX_BODY_BYTES)
+            return error_response(413, TOO_LARGE, exc.detail)
+        return view(request, *args, **kwargs)
+
+    return wrapped
