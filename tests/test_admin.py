@@ -23,6 +23,7 @@ from tools_app.models import (
     RunArtifact,
     RunUpdate,
     Tool,
+    WorkerHeartbeat,
 )
 from tools_app.models.audit import AppendOnlyError
 from tools_app.roles import ensure_groups
@@ -65,6 +66,9 @@ def one_of_everything(make_tool, superuser):
     )
     RunUpdate.objects.create(run=run, seq=1, content={"content": [{"type": "text", "text": "."}]})
     RunArtifact.objects.create(run=run, name="out.txt", size=3, path=f"{run.id}/out.txt")
+    WorkerHeartbeat.objects.create(
+        name="celery@host", pid=42, started_at=timezone.now(), seen_at=timezone.now()
+    )
     return {"tool": tool, "token": token, "raw_token": raw, "run": run}
 
 

@@ -208,10 +208,12 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
     """Point this process's Celery app at the worker's broker and queue; returns undo."""
     from console.celery import app
 
-    keys = ("broker_url", "broker_transport_options", "task_default_queue")
+    keys = ("broker_url", "broker_transport", "broker_transport_options", "task_default_queue")
     saved = {key: app.conf[key] for key in keys}
     options = {}
+    transport = None
     if worker.broker_url == "filesystem://":
+        transport = "tools_app.broker:Transport"  # as settings.py picks it
         folder = worker.state_dir / "broker" / "queue"
         folder.mkdir(parents=True, exist_ok=True)
         (worker.state_dir / "broker" / "processed").mkdir(parents=True, exist_ok=True)
@@ -220,6 +222,7 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
             "data_folder_out": str(folder),
             "processed_folder": str(worker.state_dir / "broker" / "processed"),
             "control_folder": str(worker.state_dir / "broker" / "control"),
+            "quarantine_folder": str(worker.state_dir / "broker" / "quarantine"),
             "store_processed": False,
         }
 
@@ -232,6 +235,7 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
     apply(
         {
             "broker_url": worker.broker_url,
+            "broker_transport": transport,
             "broker_transport_options": options,
             "task_default_queue": worker.queue,
         }
