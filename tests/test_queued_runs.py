@@ -5,9 +5,7 @@ later does not run it. The clock is the test's: no sleeping through timeouts."""
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from datetime import timedelta
 
 import django.utils.timezone
@@ -46,49 +44,6 @@ def clock(monkeypatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr(django.utils.timezone, "now", fake)
     return fake
-
-
-class Broker:
-    """This process publishes to an embedded broker in a temporary folder nobody consumes."""
-
-    def __init__(self, root) -> None:
-        self.queue = f"queued-{uuid.uuid4().hex[:8]}"
-        self.folder = root / "queue"
-        for name in ("queue", "processed", "control", "quarantine"):
-            (root / name).mkdir(parents=True)
-        self.options = {
-            "data_folder_in": str(self.folder),
-            "data_folder_out": str(self.folder),
-            "processed_folder": str(root / "processed"),
-            "control_folder": str(root / "control"),
-            "quarantine_folder": str(root / "quarantine"),
-        }
-
-    def messages(self) -> int:
-        return sum(1 for name in os.listdir(self.folder) if name.endswith(f".{self.queue}.msg"))
-
-
-@pytest.fixture
-def idle_broker(tmp_path):
-    broker = Broker(tmp_path / "broker")
-    keys = ("broker_url", "broker_transport", "broker_transport_options", "task_default_queue")
-    saved = {key: app.conf[key] for key in keys}
-
-    def apply(values: dict) -> None:
-        app.conf.update(values)
-        app._pool = None
-        app.__dict__.pop("amqp", None)
-
-    apply(
-        {
-            "broker_url": "filesystem://",
-            "broker_transport": "tools_app.broker:Transport",
-            "broker_transport_options": broker.options,
-            "task_default_queue": broker.queue,
-        }
-    )
-    yield broker
-    apply(saved)
 
 
 def reap() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 
 from tools_app import health
 from tools_app.api.auth import active_token, touch
@@ -62,4 +62,4 @@ def health_report(request: HttpRequest):
     answer, or no worker beat its heartbeat lately. `problems` says what to fix."""
     allowed(request)
     report = health.report()
-    return (200 if report.ready else 503), report.as_dict()
+    return Status(200 if report.ready else 503, report.as_dict())
