@@ -170,7 +170,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup
+        # A second Ctrl-C or SIGTERM must not cut the cleanup short and leave processes
+        # behind; it ends within STOP_TIMEOUT anyway.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for child in children:
             child.terminate()
         for child in children:

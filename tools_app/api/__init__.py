@@ -25,7 +25,8 @@ api = NinjaAPI(
         "Agents list tools, download exact versions, mirror DATA_PATH/tools and invoke "
         "tools through the console. "
         "Authenticate with `Authorization: Bearer <agent token>`; each endpoint names the "
-        "scope it needs (`registry:read`, `sync:read`, `tools:invoke`). Errors are "
+        "scope it needs (`registry:read`, `sync:read`, `tools:invoke`); `GET /api/v1/health` "
+        "takes any token. Errors are "
         '`{"error": "...", "detail": ...}`.'
     ),
     urls_namespace="api",
