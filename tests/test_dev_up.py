@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tools_app.runner import isolation_level
+
 REPO = Path(__file__).resolve().parents[1]
 PY = Path(sys.executable)
 UP_TIMEOUT = 600  # first start: migrations, assets, seed sync on a shared 2-core machine
@@ -66,6 +68,7 @@ class Console:
             DATA_PATH=str(root / "data"),
             CONSOLE_WORKER_HEARTBEAT_SECONDS="1",
             WEB_CONCURRENCY="1",
+            TOOL_CONSOLE_SPARE_SANDBOXES="on",  # as installed (the test process turns it off)
             PYTHONDONTWRITEBYTECODE="1",
         )
         self.proc: subprocess.Popen | None = None
@@ -195,6 +198,8 @@ def test_it_restarts_a_killed_worker_and_stops_cleanly(tmp_path):
         # The new worker serves runs, and the health answer sees it alive.
         assert console.run_probe()["status"] == "succeeded"
         assert health(console)["workers"]["alive"] >= 1
+        if isolation_level()[0] == "bwrap":  # both workers started a spare after a run
+            assert list((console.state / "runs").glob("spare-*"))
     finally:
         if console.proc is not None and console.proc.poll() is None:
             console.proc.send_signal(signal.SIGTERM)
