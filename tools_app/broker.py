@@ -68,6 +68,17 @@ class Channel(filesystem.Channel):
         except (ValueError, TypeError) as exc:
             raise ChannelError(f"Exchange table {file} is corrupt; restart the worker") from exc
 
+    def queue_bind(self, queue, exchange=None, routing_key="", arguments=None, **kwargs):
+        exchange = exchange or "amq.direct"
+        if self.state.has_binding(queue, exchange, routing_key):
+            # Declared by another connection of this process (state is per process), which
+            # may not have written the table yet: a message published now would be routed
+            # nowhere. Make sure the binding is on disk (idempotent, under the lock).
+            meta = self.typeof(exchange).prepare_bind(queue, exchange, routing_key, arguments)
+            self._queue_bind(exchange, *meta)
+            return
+        super().queue_bind(queue, exchange, routing_key, arguments, **kwargs)
+
     def _queue_bind(self, exchange, routing_key, pattern, queue):
         file = self._exchange_file(exchange)
         value = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")

@@ -17,6 +17,23 @@ from django.utils import timezone
 
 logger = logging.getLogger("tools_app.heartbeat")
 
+# The worker's pool forks replacement processes from the main process, where this thread
+# runs. A fork while the thread is inside the database driver could hand the child a held
+# lock of the driver's, so forks wait for the beat in progress.
+_fork_guard = threading.Lock()
+
+
+def _reset_guard_in_child() -> None:
+    global _fork_guard
+    _fork_guard = threading.Lock()
+
+
+os.register_at_fork(
+    before=lambda: _fork_guard.acquire(),
+    after_in_parent=lambda: _fork_guard.release(),
+    after_in_child=_reset_guard_in_child,
+)
+
 
 class Beater:
     def __init__(self, name: str, queues: str = "", concurrency: int = 0) -> None:
@@ -45,12 +62,15 @@ class Beater:
         self.isolation = isolation_level()[0]
         try:
             while True:
-                self.beat()
+                with _fork_guard:
+                    self.beat()
                 if self.stopping.wait(float(settings.WORKER_HEARTBEAT_SECONDS)):
                     break
-            self.forget()
+            with _fork_guard:
+                self.forget()
         finally:
-            connections.close_all()  # this thread's connections
+            with _fork_guard:
+                connections.close_all()  # this thread's connections
 
     def beat(self) -> None:
         from tools_app.models import WorkerHeartbeat
