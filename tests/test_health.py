@@ -4,8 +4,13 @@ answered by tools_app/health.py from real worker heartbeats and a real broker.""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -21,6 +26,7 @@ from tools_app.models.runs import RunVia
 from tools_app.models.tokens import AgentToken, Scope
 
 pytestmark = pytest.mark.django_db
+REPO = Path(__file__).resolve().parents[1]
 
 
 def beat(age: float = 0.0, name: str = "celery@test") -> WorkerHeartbeat:
@@ -228,3 +234,32 @@ def test_a_running_worker_beats_and_a_stopped_one_is_forgotten(worker):
     worker.stop()
 
     assert not WorkerHeartbeat.objects.filter(name__startswith=name).exists()
+
+
+def test_it_answers_503_when_the_database_does_not_answer(tmp_path):
+    """A console whose database is down (nothing listens on port 1): a JSON 503 naming the
+    database, never a 500, even though the caller's token cannot be checked."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSOLE_", "CELERY_"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="console.settings",
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/console",
+        CONSOLE_STATE_DIR=str(tmp_path / "state"),
+        DATA_PATH=str(tmp_path / "data"),
+        CONSOLE_ALLOWED_HOSTS="testserver",
+    )
+    code = (
+        "import django, json; django.setup()\n"
+        "from django.test import Client\n"
+        "r = Client(headers={'Authorization': 'Bearer tc_some-token'}).get('/api/v1/health')\n"
+        "print(r.status_code); print(r.content.decode())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    status, body = done.stdout.split("\n", 1)
+
+    assert status == "503", done.stderr[-3000:]
+    body = json.loads(body)
+    assert body["ready"] is False and body["database"]["ok"] is False
+    assert "DATABASE_URL" in body["problems"][0]
+    assert body["broker"] is None and body["workers"] is None  # nothing more: caller unchecked
