@@ -16,9 +16,4 @@ from tools_app.roles import ADMIN, role_required
 @role_required(ADMIN)
 def system(request: HttpRequest) -> HttpResponse:
     report = health.report()
-    return render(
-        request,
-        "system/system.html",
-        {"report": report, "checks": report.as_dict()},
-        status=200,
-    )
+    return render(request, "system/system.html", {"report": report, "checks": report.as_dict()})
