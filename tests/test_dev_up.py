@@ -203,16 +203,16 @@ def test_it_restarts_a_killed_worker_and_stops_cleanly(tmp_path):
     finally:
         if console.proc is not None and console.proc.poll() is None:
             console.proc.send_signal(signal.SIGTERM)
-            code = console.proc.wait(timeout=120)
-    assert code == 0, console.log()[-4000:]
+            console.proc.wait(timeout=120)
+    assert console.proc.returncode == 0, console.log()[-4000:]
     # Nothing of the console is left running: no process of its groups (a zombie is dead
     # already; reaping orphans is the init process's job), nothing naming its state.
     leftovers = [
-        line
-        for line in subprocess.run(
+        row
+        for row in subprocess.run(
             ["ps", "-eo", "pgid=,pid=,stat=,args="], capture_output=True, text=True
         ).stdout.splitlines()
-        if int(line.split()[0]) in groups and not line.split()[2].startswith("Z")
+        if int(row.split()[0]) in groups and not row.split()[2].startswith("Z")
     ]
     assert leftovers == []
     assert processes_mentioning(str(console.state)) == []
