@@ -11,6 +11,7 @@ this file runs before any dependency is installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import secrets
@@ -128,7 +129,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"port {args.port} on {args.host} is busy; pass --port", file=sys.stderr)
         return 2
     bin_dir = VENV / "bin"
-    worker = subprocess.Popen(
+    worker = Child(
+        "celery worker",
         [
             bin_dir / "celery",
             "-A",
@@ -142,10 +144,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--schedule",
             state_dir() / "celerybeat-schedule",
         ],
-        cwd=ROOT,
-        env=env,
+        env,
     )
-    web = subprocess.Popen(
+    web = Child(
+        "web server (gunicorn)",
         [
             bin_dir / "gunicorn",
             "console.wsgi",
@@ -154,9 +156,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             "--bind",
             f"{args.host}:{args.port}",
         ],
-        cwd=ROOT,
-        env=env,
+        env,
     )
+    children = (worker, web)
+    for child in children:
+        child.start()
     say(f"Tool Console on http://{args.host}:{args.port}/ (Ctrl-C stops web and worker)")
 
     def stop(signum, frame):
@@ -164,20 +168,103 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        while worker.poll() is None and web.poll() is None:
+        while True:
+            for child in children:
+                child.supervise()
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
-        for proc in (web, worker):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in (web, worker):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        # A second Ctrl-C or SIGTERM must not cut the cleanup short and leave processes
+        # behind; it ends within STOP_TIMEOUT anyway.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for child in children:
+            child.terminate()
+        for child in children:
+            child.wait_stopped()
     return 0
+
+
+# A child that exits is started again after BACKOFF_FIRST seconds, doubling up to
+# BACKOFF_MAX while it keeps failing; one that ran STABLE_SECONDS starts from the first again.
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 30.0
+STABLE_SECONDS = 60.0
+STOP_TIMEOUT = 20.0
+
+
+class Child:
+    """A process `dev.py up` keeps running. It gets its own process group, so Ctrl-C reaches
+    only dev.py (which stops everything in order) and so what a dead worker leaves behind
+    (its pool processes) can be killed before it is started again."""
+
+    def __init__(self, name: str, argv: list, env: dict) -> None:
+        self.name = name
+        self.argv = [str(a) for a in argv]
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.started = 0.0
+        self.backoff = BACKOFF_FIRST
+        self.restart_at: float | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, start_new_session=True)
+        self.started = time.monotonic()
+        self.restart_at = None
+
+    def supervise(self) -> None:
+        now = time.monotonic()
+        if self.proc is None:
+            if self.restart_at is not None and now >= self.restart_at:
+                say(f"starting the {self.name} again")
+                self.start()
+            return
+        code = self.proc.poll()
+        if code is None:
+            return
+        self._kill_group()
+        if now - self.started >= STABLE_SECONDS:
+            self.backoff = BACKOFF_FIRST
+        why = exit_reason(code)
+        say(f"the {self.name} (pid {self.proc.pid}) {why}; restarting it in {self.backoff:g} s")
+        self.proc = None
+        self.restart_at = now + self.backoff
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX)
+
+    def terminate(self) -> None:
+        """Ask the main process to stop (Celery finishes or cancels its runs, gunicorn its
+        requests); the rest of its group follows it."""
+        self.restart_at = None
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            say(f"the {self.name} did not stop within {STOP_TIMEOUT:g} s; killing it")
+        self._kill_group()
+
+    def _kill_group(self) -> None:
+        """SIGKILL whatever is left in the child's process group (a killed Celery worker's
+        pool processes), and wait for the main process."""
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=STOP_TIMEOUT)
+
+
+def exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def postgres_url() -> str | None:

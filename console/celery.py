@@ -1,12 +1,39 @@
 import os
 
-from celery import Celery, signals
+from celery import Celery, bootsteps, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class WorkerHeartbeat(bootsteps.StartStopStep):
+    """Beat a WorkerHeartbeat row from the worker's main process (tools_app/heartbeat.py),
+    once its pool is up."""
+
+    requires = {"celery.worker.components:Pool"}
+
+    def __init__(self, worker, **kwargs) -> None:
+        self.beater = None
+
+    def start(self, worker) -> None:
+        from tools_app.heartbeat import Beater
+
+        try:
+            queues = ",".join(sorted(worker.app.amqp.queues.consume_from or ()))
+        except Exception:
+            queues = ""
+        self.beater = Beater(worker.hostname, queues=queues, concurrency=worker.concurrency or 0)
+        self.beater.start()
+
+    def stop(self, worker) -> None:
+        if self.beater is not None:
+            self.beater.stop()
+
+
+app.steps["worker"].add(WorkerHeartbeat)
 
 
 @signals.task_prerun.connect

@@ -173,8 +173,12 @@ if CELERY_BROKER_URL == "filesystem://":
     _queue = STATE_DIR / "broker" / "queue"
     _processed = STATE_DIR / "broker" / "processed"
     _control = STATE_DIR / "broker" / "control"
-    for _folder in (_queue, _processed, _control):
+    _quarantine = STATE_DIR / "broker" / "quarantine"
+    for _folder in (_queue, _processed, _control, _quarantine):
         _folder.mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport, made safe: a message appears only when complete and a
+    # bad message file is quarantined instead of killing the worker (tools_app/broker.py).
+    CELERY_BROKER_TRANSPORT = "tools_app.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
@@ -182,6 +186,7 @@ if CELERY_BROKER_URL == "filesystem://":
         # Without it kombu writes its exchange tables into the current directory.
         "control_folder": str(_control),
         "store_processed": False,
+        "quarantine_folder": str(_quarantine),
         # kombu polls the folder once a second by default and every run would wait for it.
         # Every 20 ms: ~15 ms median queue wait for ~1.4% of a core while idle (0.1 s gave
         # 72 ms and 0.4%; measured with bench/invoke.py --broker filesystem).
@@ -217,6 +222,11 @@ RUN_LOST_AFTER_SECONDS = envint("CONSOLE_RUN_LOST_AFTER_SECONDS", "30")
 TOOL_NETWORK_ALLOW = os.getenv("CONSOLE_TOOL_NETWORK_ALLOW", "")
 # The DNS server tools use (an IP); empty: the host's resolver, through slirp4netns.
 TOOL_DNS = os.getenv("CONSOLE_TOOL_DNS", "")
+# A queued run no worker has claimed after this long is sent again once; still unclaimed
+# after as long again, it is marked lost (tools_app/runs.py reap_lost_runs).
+RUN_QUEUED_TIMEOUT_SECONDS = envint("CONSOLE_RUN_QUEUED_TIMEOUT_SECONDS", "600")
+# Each worker writes a WorkerHeartbeat row this often; one older than three beats is dead.
+WORKER_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_WORKER_HEARTBEAT_SECONDS", "5"))
 
 LOGGING = {
     "version": 1,

@@ -24,6 +24,7 @@ from tools_app.models import (
     RunArtifact,
     RunUpdate,
     Tool,
+    WorkerHeartbeat,
 )
 from tools_app.models.audit import AppendOnlyError
 from tools_app.roles import ensure_groups
@@ -71,6 +72,9 @@ def one_of_everything(make_tool, superuser):
     AccessAttempt.objects.create(**who, failures_since_start=1, get_data="", post_data="")
     AccessLog.objects.create(**who)
     AccessFailureLog.objects.create(**who)
+    WorkerHeartbeat.objects.create(
+        name="celery@host", pid=42, started_at=timezone.now(), seen_at=timezone.now()
+    )
     return {"tool": tool, "token": token, "raw_token": raw, "run": run}
 
 

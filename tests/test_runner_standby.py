@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import textwrap
 import threading
 import time
@@ -388,3 +389,19 @@ def test_concurrent_runs_of_a_shape_leave_one_spare(tmp_path: Path) -> None:
     assert standby._keeper.spare is spare
     standby.discard_spare()
     assert not any((tmp_path / "runs").glob("spare-*"))
+
+
+def test_it_sweeps_the_spare_folder_of_a_killed_worker_process(tmp_path):
+    """A worker killed with SIGKILL cannot discard its spare: the next sweep removes the
+    folder of an owner that is gone, and keeps a live owner's."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = tmp_path / f"{standby.PREFIX}{standby._owner(gone.pid)}-abc"
+    alive = tmp_path / f"{standby.PREFIX}{standby._owner()}-def"
+    foreign = tmp_path / f"{standby.PREFIX}00000000.{gone.pid}-0ab"  # another host's
+    for folder in (dead, alive, foreign):
+        folder.mkdir()
+
+    standby._sweep(tmp_path)
+
+    assert not dead.exists() and alive.exists() and foreign.exists()

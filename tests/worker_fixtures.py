@@ -208,10 +208,12 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
     """Point this process's Celery app at the worker's broker and queue; returns undo."""
     from console.celery import app
 
-    keys = ("broker_url", "broker_transport_options", "task_default_queue")
+    keys = ("broker_url", "broker_transport", "broker_transport_options", "task_default_queue")
     saved = {key: app.conf[key] for key in keys}
     options = {}
+    transport = None
     if worker.broker_url == "filesystem://":
+        transport = "tools_app.broker:Transport"  # as settings.py picks it
         folder = worker.state_dir / "broker" / "queue"
         folder.mkdir(parents=True, exist_ok=True)
         (worker.state_dir / "broker" / "processed").mkdir(parents=True, exist_ok=True)
@@ -220,6 +222,7 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
             "data_folder_out": str(folder),
             "processed_folder": str(worker.state_dir / "broker" / "processed"),
             "control_folder": str(worker.state_dir / "broker" / "control"),
+            "quarantine_folder": str(worker.state_dir / "broker" / "quarantine"),
             "store_processed": False,
         }
 
@@ -232,6 +235,7 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
     apply(
         {
             "broker_url": worker.broker_url,
+            "broker_transport": transport,
             "broker_transport_options": options,
             "task_default_queue": worker.queue,
         }
@@ -300,3 +304,48 @@ def wait_for_run(run_id, statuses: tuple[str, ...], timeout: float = 60.0, worke
     log = worker.log() if worker is not None else ""
     state = run.status if run is not None else "?"
     raise AssertionError(f"run {run_id} is {state}, not in {statuses}, after {timeout} s\n{log}")
+
+
+class IdleBroker:
+    """This process publishes to an embedded broker in a temporary folder nobody consumes."""
+
+    def __init__(self, root) -> None:
+        self.queue = f"queued-{uuid.uuid4().hex[:8]}"
+        self.folder = root / "queue"
+        for name in ("queue", "processed", "control", "quarantine"):
+            (root / name).mkdir(parents=True)
+        self.options = {
+            "data_folder_in": str(self.folder),
+            "data_folder_out": str(self.folder),
+            "processed_folder": str(root / "processed"),
+            "control_folder": str(root / "control"),
+            "quarantine_folder": str(root / "quarantine"),
+        }
+
+    def messages(self) -> int:
+        return sum(1 for name in os.listdir(self.folder) if name.endswith(f".{self.queue}.msg"))
+
+
+@pytest.fixture
+def idle_broker(tmp_path):
+    broker = IdleBroker(tmp_path / "broker")
+    from console.celery import app
+
+    keys = ("broker_url", "broker_transport", "broker_transport_options", "task_default_queue")
+    saved = {key: app.conf[key] for key in keys}
+
+    def apply(values: dict) -> None:
+        app.conf.update(values)
+        app._pool = None
+        app.__dict__.pop("amqp", None)
+
+    apply(
+        {
+            "broker_url": "filesystem://",
+            "broker_transport": "tools_app.broker:Transport",
+            "broker_transport_options": broker.options,
+            "task_default_queue": broker.queue,
+        }
+    )
+    yield broker
+    apply(saved)

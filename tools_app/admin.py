@@ -32,6 +32,7 @@ from tools_app.models import (
     RunUpdate,
     Tool,
     ToolVersion,
+    WorkerHeartbeat,
 )
 from tools_app.versions import set_enabled
 
@@ -376,6 +377,12 @@ class RunUpdateAdmin(ReadOnlyAdmin):
 class RunArtifactAdmin(ReadOnlyAdmin):
     list_display = ("run", "name", "size")
     list_select_related = ("run",)
+    search_fields = ("name",)
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(ReadOnlyAdmin):
+    list_display = ("name", "pid", "queues", "concurrency", "isolation", "started_at", "seen_at")
     search_fields = ("name",)
 
 

@@ -8,9 +8,12 @@ def console(request: HttpRequest) -> dict:
     if user is None or not user.is_authenticated:
         return {}
     from tools_app.checks import console_warnings
+    from tools_app.health import worker_alive
 
     return {
         "is_admin": has_role(user, ADMIN),
         "is_developer": has_role(user, DEVELOPER),
         "console_warnings": console_warnings(),
+        # The nav's warning dot: one query.
+        "worker_alive": worker_alive(),
     }

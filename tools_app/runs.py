@@ -10,7 +10,8 @@ Views, the agent API, `run_tool` and (later) MCP all go through these functions:
   in the calling thread stores progress, beats the heartbeat and watches for cancel, then
   stores the outcome. The Celery task and `run_tool` both call it;
 - cancel_run() cancels a queued run at once, or asks the worker to stop a running one;
-- reap_lost_runs() marks running runs whose heartbeat stopped as `lost`.
+- reap_lost_runs() marks running runs whose heartbeat stopped as `lost`, and re-sends
+  queued runs no worker claimed within RUN_QUEUED_TIMEOUT_SECONDS, then marks them lost.
 
 Every database write happens in the thread that called execute_run(): the runner runs in
 a helper thread and talks to it through a queue. One thread, one connection, and tests
@@ -604,6 +605,13 @@ def _stale(cutoff) -> Q:
 
 
 def reap_lost_runs(run_ids: list | None = None) -> int:
+    """What the periodic reaper does: running runs whose worker died turn `lost`, queued
+    runs no worker claimed are sent again, then turn `lost` (reap_unclaimed_runs).
+    Returns how many runs turned lost."""
+    return reap_dead_runs(run_ids) + reap_unclaimed_runs(run_ids)
+
+
+def reap_dead_runs(run_ids: list | None = None) -> int:
     """Mark running runs whose heartbeat is older than RUN_LOST_AFTER_SECONDS as lost:
     their worker died. Returns how many."""
     cutoff = _lost_cutoff()
@@ -634,12 +642,92 @@ def reap_lost_runs(run_ids: list | None = None) -> int:
     return reaped
 
 
+def _queued_cutoff():
+    return timezone.now() - timedelta(seconds=settings.RUN_QUEUED_TIMEOUT_SECONDS)
+
+
+def _unclaimed(cutoff) -> Q:
+    """Queued runs whose message went unanswered for the timeout: never re-sent and
+    created before `cutoff`, or re-sent before it."""
+    return Q(status=RunStatus.QUEUED) & (
+        Q(resent_at__isnull=True, created_at__lt=cutoff) | Q(resent_at__lt=cutoff)
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 120 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} minutes"
+    return f"{seconds:g} s"
+
+
+def reap_unclaimed_runs(run_ids: list | None = None) -> int:
+    """A queued run no worker claimed within RUN_QUEUED_TIMEOUT_SECONDS is sent again once
+    (its message may have been lost; a run is claimed once however often it is delivered);
+    still unclaimed a timeout later, it is marked lost with what to check. Returns how many
+    turned lost."""
+    cutoff = _queued_cutoff()
+    candidates = Run.objects.filter(_unclaimed(cutoff))
+    if run_ids is not None:
+        candidates = candidates.filter(pk__in=run_ids)
+    timeout = _duration(settings.RUN_QUEUED_TIMEOUT_SECONDS)
+    lost = 0
+    for run in candidates.select_related("tool").only("pk", "resent_at", "tool__name"):
+        if run.resent_at is None:
+            # Conditional: one reaper re-sends it, and only if still unclaimed.
+            if Run.objects.filter(
+                pk=run.pk, status=RunStatus.QUEUED, resent_at__isnull=True
+            ).update(resent_at=timezone.now()):
+                logger.warning("run %s not picked up within %s; sending it again", run.pk, timeout)
+                record(
+                    Actor.system(),
+                    "run.resend",
+                    run,
+                    summary=f"a run of {run.tool.name} waited {timeout} for a worker; sent again",
+                )
+                enqueue_run(run.pk)
+            continue
+        message = (
+            f"No worker picked this run up within {timeout}, nor within {timeout} after it "
+            "was sent again; is a worker running? An admin can check on the System page "
+            "(/system/). The tool did not run: start it again once a worker is up."
+        )
+        if Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED, resent_at__lt=cutoff).update(
+            status=RunStatus.LOST,
+            error=message,
+            result=error_result(message),
+            sealed_params="",
+            finished_at=timezone.now(),
+        ):
+            lost += 1
+            record(
+                Actor.system(),
+                "run.lost",
+                run,
+                summary=f"a run of {run.tool.name} was never picked up by a worker",
+            )
+    return lost
+
+
+def prune_worker_heartbeats() -> int:
+    """Forget workers not seen for a day (a killed worker cannot remove its own row)."""
+    from tools_app.models import WorkerHeartbeat
+
+    cutoff = timezone.now() - timedelta(days=1)
+    return WorkerHeartbeat.objects.filter(seen_at__lt=cutoff).delete()[0]
+
+
 def reap_if_stale(run: Run) -> Run:
-    """Pages and the API call this on a running run they show: even with no worker left to
-    run the periodic reaper, a dead run turns `lost` when someone looks at it."""
+    """Pages and the API call this on a run they show: even with no worker left to run the
+    periodic reaper, a dead run turns `lost` when someone looks at it."""
     if run.status == RunStatus.RUNNING:
         beat = run.heartbeat_at or run.started_at
-        if beat is not None and beat < _lost_cutoff() and reap_lost_runs([run.pk]):
+        if beat is not None and beat < _lost_cutoff() and reap_dead_runs([run.pk]):
+            run.refresh_from_db()
+    elif run.status == RunStatus.QUEUED:
+        # Likewise a queued run past its timeout is re-sent, then lost, when looked at.
+        waited_since = run.resent_at or run.created_at
+        if waited_since < _queued_cutoff():
+            reap_unclaimed_runs([run.pk])
             run.refresh_from_db()
     return run
 

@@ -18,4 +18,5 @@ def execute_run(run_id: str) -> None:
 
 @shared_task(name="tools_app.tasks.reap_lost_runs", ignore_result=True)
 def reap_lost_runs() -> int:
+    runs.prune_worker_heartbeats()
     return runs.reap_lost_runs()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools_app.views import editor, integrations, runs, tokens, tools
+from tools_app.views import editor, integrations, runs, system, tokens, tools
 
 urlpatterns = [
     # Tools: browse (tools_app/views/tools.py)
@@ -83,4 +83,6 @@ urlpatterns = [
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/new/", tokens.token_create, name="token_create"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),
+    # Health (tools_app/views/system.py)
+    path("system/", system.system, name="system"),
 ]

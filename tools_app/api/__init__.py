@@ -4,7 +4,8 @@ One router per area, each with the token scope it needs:
 
 - registry.py: registry, tool and version endpoints (`registry:read`);
 - sync.py: the sync manifest and version bundles (`sync:read`);
-- runs.py: invoke, run status, cancel and artifacts (`tools:invoke`).
+- runs.py: invoke, run status, cancel and artifacts (`tools:invoke`);
+- health.py: readiness (any token, or an admin's session).
 
 A new area is a module with its own `Router(auth=TokenAuth(<scope>))`, added below.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from tools_app.api import errors, registry, runs, sync
+from tools_app.api import errors, health, registry, runs, sync
 
 api = NinjaAPI(
     title="Tool Console agent API",
@@ -24,7 +25,8 @@ api = NinjaAPI(
         "Agents list tools, download exact versions, mirror DATA_PATH/tools and invoke "
         "tools through the console. "
         "Authenticate with `Authorization: Bearer <agent token>`; each endpoint names the "
-        "scope it needs (`registry:read`, `sync:read`, `tools:invoke`). Errors are "
+        "scope it needs (`registry:read`, `sync:read`, `tools:invoke`); `GET /api/v1/health` "
+        "takes any token. Errors are "
         '`{"error": "...", "detail": ...}`.'
     ),
     urls_namespace="api",
@@ -36,3 +38,4 @@ errors.install(api)
 api.add_router("/v1", registry.router)
 api.add_router("/v1", sync.router)
 api.add_router("/v1", runs.router)
+api.add_router("/v1", health.router)

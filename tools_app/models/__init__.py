@@ -3,6 +3,7 @@ from tools_app.models.integrations import Integration, IntegrationSecret
 from tools_app.models.runs import Run, RunArtifact, RunUpdate
 from tools_app.models.tokens import AgentToken
 from tools_app.models.tools import Tool, ToolVersion
+from tools_app.models.workers import WorkerHeartbeat
 
 __all__ = [
     "AgentToken",
@@ -14,4 +15,5 @@ __all__ = [
     "RunUpdate",
     "Tool",
     "ToolVersion",
+    "WorkerHeartbeat",
 ]

@@ -80,6 +80,8 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When the reaper sent the task again because no worker had claimed the run.
+    resent_at = models.DateTimeField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import select
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -413,7 +415,7 @@ class _Keeper:
                 box.discard()
             made = None
             if shape is not None:
-                root = shape.folder / f"{PREFIX}{uuid.uuid4().hex}"
+                root = shape.folder / f"{PREFIX}{_owner()}-{uuid.uuid4().hex}"
                 try:
                     shape.folder.mkdir(parents=True, exist_ok=True)
                     if shape.folder not in swept:
@@ -432,14 +434,36 @@ class _Keeper:
                 self.cond.notify_all()
 
 
+def _owner(pid: int | None = None) -> str:
+    """`<host>.<pid>` of the process that keeps a spare: its folder is named after it."""
+    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    return f"{host}.{os.getpid() if pid is None else pid}"
+
+
+def _owner_is_dead(name: str) -> bool:
+    """Whether the folder's owner was a process of this host that no longer exists (a
+    worker killed with SIGKILL cannot discard its spare)."""
+    host, _, pid = name.removeprefix(PREFIX).partition("-")[0].partition(".")
+    if not pid.isdigit() or _owner(int(pid)) != f"{host}.{pid}":
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _sweep(folder: Path) -> None:
-    """Remove spare directories of processes that died without discarding them: a live
-    spare is never older than SPARE_IDLE_SECONDS."""
+    """Remove spare directories of processes that died without discarding them: their
+    owner is gone, or (another host's, or a pid reused) they are older than a live spare
+    ever is (SPARE_IDLE_SECONDS)."""
     quota.sweep()  # their disk quotas first: a mount point cannot be removed
     cutoff = time.time() - 2 * SPARE_IDLE_SECONDS
     for path in folder.glob(f"{PREFIX}*"):
         with contextlib.suppress(OSError):
-            if path.lstat().st_mtime < cutoff:
+            if _owner_is_dead(path.name) or path.lstat().st_mtime < cutoff:
                 shutil.rmtree(path, ignore_errors=True)
 
 

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import integrations, runs
+from tools_app import health, integrations, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -25,7 +25,7 @@ from tools_app.forms.runs import (
     raw_initial,
 )
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
-from tools_app.models.runs import RunVia
+from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.views.lists import HtmxHttpRequest, render_list
 from tools_app.views.tools import get_tool_or_404
@@ -166,6 +166,8 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
         "can_download": run.can_download(Actor(user=request.user)),
         "can_cancel": may_cancel(request.user, run),
         "poll_interval": POLL_INTERVAL,
+        # A queued run says whether anyone will pick it up (one query).
+        "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,
     }
 
 
