@@ -246,7 +246,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
 def run_artifact(request: HttpRequest, run_id: str, artifact_id: int) -> HttpResponse:
     run = _own_run(request, run_id)
     artifact = RunArtifact.objects.filter(run=run, pk=artifact_id).first()
-    path = runs.artifact_file(artifact) if artifact is not None else None
-    if artifact is None or path is None:
+    content = runs.open_artifact(artifact) if artifact is not None else None
+    if artifact is None or content is None:
         raise ApiError(404, "unknown artifact", None)
-    return artifact_response(artifact, path)
+    return artifact_response(artifact, content)
