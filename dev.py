@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
-LOCK = ROOT / "requirements.lock"
+LOCK = ROOT / "requirements.lock"  # what a production install needs
+DEV_LOCK = ROOT / "requirements-dev.lock"  # test, lint and build tools
 STAMP = VENV / ".installed"
 
 
@@ -38,16 +39,28 @@ def run(*args: str | Path, env: dict | None = None, check: bool = True) -> int:
     return subprocess.run([str(a) for a in args], cwd=ROOT, env=env, check=check).returncode
 
 
-def ensure_venv() -> None:
+def ensure_venv(dev: bool = True) -> None:
+    """The runtime lock always; the dev lock (pytest, ruff, ...) too unless dev is False.
+    The stamp remembers the hash of each lock installed, so a changed lock reinstalls."""
     if not PY.exists():
         say("creating virtualenv in .venv")
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256(LOCK.read_bytes() + (ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+    wanted = {
+        "runtime": hashlib.sha256(LOCK.read_bytes() + (ROOT / "pyproject.toml").read_bytes()),
+        "dev": hashlib.sha256(DEV_LOCK.read_bytes()),
+    }
+    wanted = {name: digest.hexdigest() for name, digest in wanted.items()}
+    stamp = STAMP.read_text().split() if STAMP.exists() else []
+    have = dict(line.split(":", 1) for line in stamp if ":" in line)
+    needed = ["runtime"] + (["dev"] if dev else [])
+    if all(have.get(name) == wanted[name] for name in needed):
         return
-    say("installing pinned dependencies (requirements.lock)")
-    run(PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", LOCK)
-    STAMP.write_text(wanted)
+    locks = [LOCK] + ([DEV_LOCK] if dev else [])
+    say("installing pinned dependencies (" + ", ".join(lock.name for lock in locks) + ")")
+    args = [arg for lock in locks for arg in ("-r", lock)]
+    run(PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args)
+    have.update({name: wanted[name] for name in needed})
+    STAMP.write_text("".join(f"{name}:{digest}\n" for name, digest in sorted(have.items())))
 
 
 def build_assets() -> None:
@@ -116,7 +129,7 @@ def port_free(host: str, port: int) -> bool:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    ensure_venv()
+    ensure_venv(dev=False)
     build_assets()
     env = dict(os.environ)
     say("migrating the database")
@@ -321,7 +334,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def cmd_manage(args: argparse.Namespace) -> int:
-    ensure_venv()
+    ensure_venv(dev=False)
     return manage(*args.rest, check=False)
 
 

@@ -27,6 +27,7 @@ def console_env(workdir: Path, *, web_workers: int) -> dict[str, str]:
         "CONSOLE_SEED_PATH": str(workdir / "seed"),
         "CONSOLE_SYNC_ON_START": "0",
         "CONSOLE_SECRET_KEY": secrets.token_urlsafe(50),
+        "CONSOLE_HTTPS": "0",  # plain HTTP on 127.0.0.1
         "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "CONSOLE_DEBUG": "0",
         "CONSOLE_LOG_LEVEL": "WARNING",

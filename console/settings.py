@@ -1,6 +1,7 @@
 """Tool Console settings: everything that varies between installs comes from env vars."""
 
 import contextlib
+import json
 import os
 import secrets
 from datetime import timedelta
@@ -154,11 +155,38 @@ STORAGES = {
 # Finders are for development; a deploy runs collectstatic (dev.py up does).
 WHITENOISE_USE_FINDERS = DEBUG
 
+# --- Production: HTTPS and where run artifacts live -------------------------------------
+# HTTPS defaults follow CONSOLE_HTTPS, which is on when CONSOLE_SECRET_KEY is set (a
+# production install must set it) and off for a development install with its generated
+# key, served over plain HTTP on 127.0.0.1. Each setting can be overridden; with the
+# defaults, `manage.py check --deploy` reports nothing (tests/test_deploy_check.py).
+HTTPS = envbool("CONSOLE_HTTPS", "True" if os.getenv("CONSOLE_SECRET_KEY") else "False")
+_https = str(HTTPS)
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = envbool("CONSOLE_SECURE_COOKIES", "False")
+SESSION_COOKIE_SECURE = envbool("CONSOLE_SECURE_COOKIES", _https)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_SSL_REDIRECT = envbool("CONSOLE_SSL_REDIRECT", _https)
+# Liveness probes answer load balancers that probe over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^api/healthz$"]
+SECURE_HSTS_SECONDS = envint("CONSOLE_HSTS_SECONDS", "31536000" if HTTPS else "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("CONSOLE_HSTS_INCLUDE_SUBDOMAINS", _https)
+SECURE_HSTS_PRELOAD = envbool("CONSOLE_HSTS_PRELOAD", _https)
+# The TLS-terminating proxy says the request came over HTTPS (it must set or strip it).
+if _proxy_header := os.getenv("CONSOLE_PROXY_SSL_HEADER", "X-Forwarded-Proto" if HTTPS else ""):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Run artifacts: "database" (default) keeps their bytes in the database, so a web server
+# serves what a worker on another machine produced; otherwise a Django storage backend's
+# dotted path (e.g. django-storages' "storages.backends.s3.S3Storage", installed
+# separately) with its options as JSON in CONSOLE_ARTIFACT_STORAGE_OPTIONS.
+ARTIFACT_STORAGE = os.getenv("CONSOLE_ARTIFACT_STORAGE", "database").strip() or "database"
+if ARTIFACT_STORAGE != "database":
+    STORAGES["artifacts"] = {
+        "BACKEND": ARTIFACT_STORAGE,
+        "OPTIONS": json.loads(os.getenv("CONSOLE_ARTIFACT_STORAGE_OPTIONS", "") or "{}"),
+    }
+# ---------------------------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 
 # Secrets: comma-separated Fernet keys, the first one encrypts. Unset means a generated

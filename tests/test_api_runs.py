@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -151,10 +150,7 @@ def test_it_reports_status_updates_result_and_artifacts(fetch, settings):
     )
     for seq in (1, 2):
         RunUpdate.objects.create(run=run, seq=seq, content=[{"type": "text", "text": f"u{seq}"}])
-    folder = Path(settings.ARTIFACTS_PATH) / str(run.pk)
-    folder.mkdir(parents=True)
-    (folder / "0001").write_bytes(b"PDF")
-    artifact = RunArtifact.objects.create(run=run, name="a.pdf", size=3, path=f"{run.pk}/0001")
+    artifact = RunArtifact.objects.create(run=run, name="a.pdf", size=3, content=b"PDF")
 
     body = client.get(f"/api/v1/runs/{run.pk}").json()
 
@@ -178,7 +174,7 @@ def test_a_run_is_visible_only_to_the_token_that_started_it(fetch, settings):
     _, owner = agent(name="owner")
     _, other = agent(name="other")
     run = _started(owner)
-    artifact = RunArtifact.objects.create(run=run, name="a", size=1, path=f"{run.pk}/0001")
+    artifact = RunArtifact.objects.create(run=run, name="a", size=1, content=None)
 
     for path in (f"/api/v1/runs/{run.pk}", f"/api/v1/runs/{run.pk}/artifacts/{artifact.pk}"):
         response = other.get(path)
@@ -186,7 +182,7 @@ def test_a_run_is_visible_only_to_the_token_that_started_it(fetch, settings):
     assert other.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 404
     assert owner.get("/api/v1/runs/not-a-uuid").status_code == 404
     assert owner.get("/api/v1/runs/00000000-0000-0000-0000-000000000000").status_code == 404
-    # The artifact file is missing: 404, not 500.
+    # The artifact's bytes are missing: 404, not 500.
     assert owner.get(f"/api/v1/runs/{run.pk}/artifacts/{artifact.pk}").status_code == 404
     assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
 

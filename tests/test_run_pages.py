@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -412,10 +411,7 @@ def test_only_developers_cancel(viewer_client, developer_client, search, develop
 
 
 def stored_artifact(run: Run, name: str, data: bytes, settings) -> RunArtifact:
-    folder = Path(settings.ARTIFACTS_PATH) / str(run.pk)
-    folder.mkdir(parents=True)
-    (folder / "0001").write_bytes(data)
-    return RunArtifact.objects.create(run=run, name=name, size=len(data), path=f"{run.pk}/0001")
+    return RunArtifact.objects.create(run=run, name=name, size=len(data), content=data)
 
 
 def test_it_downloads_an_artifact(developer_client, search, developer, settings):
@@ -445,7 +441,7 @@ def test_it_hides_artifacts_from_the_wrong_run_or_people(
     wrong_run = reverse("run_artifact", args=[other.pk, artifact.pk])
     assert developer_client.get(wrong_run).status_code == 404
     assert client.get(reverse("run_artifact", args=[run.pk, artifact.pk])).status_code == 302
-    (Path(settings.ARTIFACTS_PATH) / artifact.path).unlink()
+    RunArtifact.objects.filter(pk=artifact.pk).update(content=None)
     gone = reverse("run_artifact", args=[run.pk, artifact.pk])
     assert developer_client.get(gone).status_code == 404
 

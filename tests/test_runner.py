@@ -616,3 +616,43 @@ def test_it_refuses_to_bind_the_consoles_own_files(tmp_path):
     )
     assert "settings.py" not in outcome.result["content"][0]["text"]
     assert any("console's own files" in notice for notice in outcome.notices)
+
+
+# Each tool lists what of its view names the checkout (the needle), and how much it saw.
+WALK_PY = """
+import os
+
+def execute(tool_call_id, params, signal, on_update):
+    found, count = [], 0
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in params["skip"]]
+        for name in dirs + files:
+            count += 1
+            if params["needle"] in name:
+                found.append(os.path.join(root, name))
+    import sys
+    with open(os.path.join(sys.prefix, "pyvenv.cfg")) as cfg:
+        if params["needle"] in cfg.read():
+            found.append("pyvenv.cfg")
+    return {"content": [{"type": "text", "text": "\\n".join([f"seen {count}", *found])}]}
+"""
+WALK_SH = """#!/bin/bash
+echo "seen $(find / -path /proc -prune -o -path /sys -prune -o -print | wc -l)"
+find / -path /proc -prune -o -path /sys -prune -o -name "*$INPUT_NEEDLE*" -print 2>/dev/null || true
+"""
+
+
+@pytest.mark.parametrize("language", ["python", "bash"])
+def test_it_never_shows_a_tool_where_the_console_lives(tmp_path: Path, language: str) -> None:
+    """The interpreters usually live inside the checkout (.venv): bound at their host paths,
+    their mount points alone (e.g. /tmp/<checkout> in the tool's fresh /tmp) would tell a
+    tool where the console's files are."""
+    require(isolation_level()[0] != "bwrap", "bubblewrap is needed for the sandbox's view")
+    project = Path(__file__).resolve().parents[1]
+    params = {"needle": project.name, "skip": ["/proc", "/sys"]}
+    outcome = run_tool(
+        tmp_path, language, WALK_PY if language == "python" else WALK_SH, params=params
+    )
+    lines = texts(outcome).splitlines()
+    assert outcome.status == SUCCEEDED and int(lines[0].split()[1]) > 100, lines
+    assert lines[1:] == []

@@ -14,7 +14,7 @@ from tests import unprivileged
 from tests.conftest import require
 from tools_app import integrations, runs, vault
 from tools_app.audit import Actor
-from tools_app.models import AuditEvent, Run, RunArtifact
+from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import RunStatus, RunVia
 
 pytestmark = pytest.mark.django_db
@@ -179,33 +179,6 @@ def test_it_applies_a_timeout_override(make_tool):
 
     assert run.status == RunStatus.TIMED_OUT
     assert run.timeout == 1 and run.result["isError"] is True
-
-
-def test_it_keeps_artifacts_under_artifacts_path(make_tool, settings):
-    source = (
-        "import os\n\ndef execute(tool_call_id, params, signal, on_update):\n"
-        "    out = os.environ['TOOL_OUTPUT_DIR']\n"
-        "    os.makedirs(os.path.join(out, 'sub'))\n"
-        "    open(os.path.join(out, 'sub', 'report.txt'), 'w').write('report body')\n"
-        "    return {'content': [{'type': 'text', 'text': 'wrote it'}]}\n"
-    )
-    tool = make_tool("writer", language="python", source=source)
-
-    run = runs.execute_run(start(tool, {}).pk)
-
-    assert run.status == RunStatus.SUCCEEDED
-    artifact = RunArtifact.objects.get(run=run)
-    assert artifact.name == "sub/report.txt" and artifact.size == 11
-    assert artifact.path == f"{run.pk}/0001"
-    stored = runs.artifact_file(artifact)
-    assert stored == Path(settings.ARTIFACTS_PATH).resolve() / str(run.pk) / "0001"
-    assert stored.read_text() == "report body"
-
-
-def test_it_refuses_an_artifact_path_outside_artifacts_path(echo):
-    run = start(echo, {"name": "Ada"})
-    artifact = RunArtifact.objects.create(run=run, name="x", size=1, path="../../etc/passwd")
-    assert runs.artifact_file(artifact) is None
 
 
 DEMO_TYPE = """\

@@ -20,6 +20,7 @@ wrapped in a transaction see what the run wrote.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -33,9 +34,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import storages
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -44,7 +47,7 @@ from tools_app import bundle, egress_config, integrations, runner, schema, toolm
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
-from tools_app.models.runs import RunStatus, RunVia
+from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.toolmd import Manifest
 
 logger = logging.getLogger("tools_app.runs")
@@ -476,7 +479,6 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
     before the runner's."""
     status = STATUS_OF_OUTCOME.get(outcome.status, RunStatus.FAILED)
     with transaction.atomic():
-        artifacts = _keep_artifacts(run, outcome.artifacts)
         # A run reaped as lost while it was in fact alive gets its real ending.
         updated = Run.objects.filter(
             pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.LOST)
@@ -495,7 +497,7 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
             finished_at=timezone.now(),
         )
         if updated:
-            RunArtifact.objects.bulk_create(artifacts)
+            _keep_artifacts(run, outcome.artifacts)
         else:
             logger.warning("run %s ended elsewhere meanwhile; its outcome is dropped", run.pk)
 
@@ -521,26 +523,21 @@ def isolation_warnings() -> list[str]:
     ]
 
 
-def _keep_artifacts(run: Run, artifacts: list[runner.Artifact]) -> list[RunArtifact]:
-    """Move the runner's artifact files under ARTIFACTS_PATH/<run id>/. Files are stored
-    by number, never by the name the tool chose, so no name can escape that folder."""
-    if not artifacts:
-        return []
-    folder = Path(settings.ARTIFACTS_PATH) / str(run.pk)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    rows = []
+def _keep_artifacts(run: Run, artifacts: list[runner.Artifact]) -> None:
+    """Store the runner's artifact files where every web server can read them, whichever
+    machine ran the tool: in the database, or in storages["artifacts"] when
+    CONSOLE_ARTIFACT_STORAGE names one. One at a time, so a worker holds at most one
+    file (10 MiB) in memory. Storage names are numbered, never the name the tool chose."""
+    use_storage = settings.ARTIFACT_STORAGE != "database"
     for index, artifact in enumerate(artifacts, start=1):
-        stored = f"{index:04d}"
-        shutil.move(str(artifact.path), folder / stored)
-        rows.append(
-            RunArtifact(
-                run=run,
-                name=artifact.name[-255:],
-                size=artifact.size,
-                path=f"{run.pk}/{stored}",
-            )
-        )
-    return rows
+        row = RunArtifact(run=run, name=artifact.name[-255:], size=artifact.size)
+        if use_storage:
+            with open(artifact.path, "rb") as data:
+                row.path = storages["artifacts"].save(f"runs/{run.pk}/{index:04d}", File(data))
+            row.store = ArtifactStore.STORAGE
+        else:
+            row.content = artifact.path.read_bytes()
+        row.save(force_insert=True)
 
 
 def _finish_without_tool(run: Run, message: str) -> None:
@@ -553,9 +550,25 @@ def _finish_without_tool(run: Run, message: str) -> None:
     )
 
 
+def open_artifact(artifact: RunArtifact) -> IO[bytes] | None:
+    """An artifact's bytes wherever they are stored, or None if they are gone."""
+    if artifact.store == ArtifactStore.DATABASE:
+        content = RunArtifact.objects.content_of(artifact.pk)
+        return io.BytesIO(content) if content is not None else None
+    if artifact.store == ArtifactStore.STORAGE:
+        if settings.ARTIFACT_STORAGE == "database" or not artifact.path:
+            return None
+        try:
+            return storages["artifacts"].open(artifact.path, "rb")
+        except (OSError, ValueError):  # missing, or a name the storage refuses
+            return None
+    path = artifact_file(artifact)
+    return open(path, "rb") if path is not None else None  # noqa: SIM115 (the caller closes)
+
+
 def artifact_file(artifact: RunArtifact) -> Path | None:
-    """The stored file of an artifact, or None if it is missing or would lie outside
-    ARTIFACTS_PATH."""
+    """The file of an artifact kept before 0006 (store `file`), or None if it is missing
+    or would lie outside ARTIFACTS_PATH."""
     root = Path(settings.ARTIFACTS_PATH).resolve()
     path = (root / artifact.path).resolve()
     if not path.is_relative_to(root) or not path.is_file():

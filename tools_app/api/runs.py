@@ -264,7 +264,7 @@ def run_artifact(request: HttpRequest, run_id: str, artifact_id: int) -> HttpRes
     if not run.can_download(Actor.from_request(request, token=request.auth)):
         raise ApiError(403, "forbidden", "only the run's own token may download its artifacts")
     artifact = RunArtifact.objects.filter(run=run, pk=artifact_id).first()
-    path = runs.artifact_file(artifact) if artifact is not None else None
-    if artifact is None or path is None:
+    content = runs.open_artifact(artifact) if artifact is not None else None
+    if artifact is None or content is None:
         raise ApiError(404, "unknown artifact", None)
-    return artifact_response(artifact, path)
+    return artifact_response(artifact, content)

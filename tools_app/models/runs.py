@@ -132,12 +132,42 @@ class RunUpdate(models.Model):
         return f"{self.run_id} #{self.seq}"
 
 
+class ArtifactStore(models.TextChoices):
+    """Where an artifact's bytes are: somewhere every web server and worker can reach
+    (the database, or the storage CONSOLE_ARTIFACT_STORAGE names), or, for artifacts kept
+    before 0006, a file under the worker's ARTIFACTS_PATH."""
+
+    DATABASE = "database"
+    STORAGE = "storage"
+    FILE = "file"
+
+
+class RunArtifactQuerySet(models.QuerySet):
+    def content_of(self, pk: int) -> bytes | None:
+        row = self.filter(pk=pk).values_list("content", flat=True).first()
+        return bytes(row) if row is not None else None
+
+
+class RunArtifactManager(models.Manager.from_queryset(RunArtifactQuerySet)):
+    def get_queryset(self) -> RunArtifactQuerySet:
+        # Up to 10 MiB each: lists of artifacts (run pages, the API, admin) never load them.
+        return super().get_queryset().defer("content")
+
+
 class RunArtifact(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
     name = models.CharField(max_length=255)
     size = models.PositiveBigIntegerField()
-    # Relative to settings.ARTIFACTS_PATH.
-    path = models.CharField(max_length=500)
+    store = models.CharField(
+        max_length=10, choices=ArtifactStore.choices, default=ArtifactStore.DATABASE
+    )
+    # The bytes, when store is `database` (within the runner's caps: 10 MiB a file, 50 a run).
+    content = models.BinaryField(null=True, editable=False)
+    # A name in storages["artifacts"] (store `storage`), or relative to
+    # settings.ARTIFACTS_PATH (store `file`); empty for `database`.
+    path = models.CharField(max_length=500, blank=True)
+
+    objects = RunArtifactManager()
 
     class Meta:
         ordering = ["run", "name"]

@@ -5,9 +5,14 @@ bwrap view of the file system (nothing else of the host is visible):
   /usr /bin /sbin /lib* (read-only; symlinks kept as symlinks), a few /etc files (TLS roots,
   DNS, passwd/group; never all of /etc and never /etc/ssl/private), /proc of its own PID
   namespace (/proc/sys read-only; /sys not mounted), a minimal /dev, /tmp (inside the run's
-  disk quota, see quota.py), the node binary and (python tools)
-  the console's interpreter prefixes at their host paths, read-only, with the console's own
-  project directory, packages and DATA_PATH masked if they lie inside a bound path,
+  disk quota, see quota.py), the node binary at
+  /opt/tool-console/bin/node and (python tools) the console's virtualenv at
+  /opt/tool-console/venv (with a pyvenv.cfg that does not name the host path) and any other
+  interpreter prefix at its host path, all read-only, with the console's own project
+  directory, packages and DATA_PATH masked if they lie inside a bound path. The node binary
+  and the virtualenv usually live inside the project directory: bound at their host paths,
+  the mount points would show a tool where the console lives (e.g. /tmp/<checkout> in its
+  fresh /tmp), so they are bound at fixed paths instead.
   /tool = the tool folder (read-only), /home/tool = the fresh work dir (HOME, cwd), with
   /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only).
 When the worker is root, tool code runs as CONSOLE_RUNNER_UID (privilege.py), under the
@@ -24,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +47,8 @@ SANDBOX_TOOL = "/tool"
 SANDBOX_HOME = "/home/tool"
 SANDBOX_HARNESS = "/opt/tool-console/harness"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox
+SANDBOX_NODE = "/opt/tool-console/bin/node"
+SANDBOX_VENV = "/opt/tool-console/venv"
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_PATHS = (
@@ -157,13 +165,32 @@ class ToolPaths:
     output: str
     tmp: str
     harness: str
+    node: str  # "" when Node.js is not installed
+    python: str
 
 
 def tool_paths(isolation: str, tool_dir: Path, home: Path, tmp: Path) -> ToolPaths:
+    node = _node_if_installed() or ""
     if isolation == "bwrap":
         home = SANDBOX_HOME
-        return ToolPaths(SANDBOX_TOOL, home, f"{home}/output", SANDBOX_TMP, SANDBOX_HARNESS)
-    return ToolPaths(str(tool_dir), str(home), str(home / "output"), str(tmp), str(HARNESS_DIR))
+        return ToolPaths(
+            SANDBOX_TOOL,
+            home,
+            f"{home}/output",
+            SANDBOX_TMP,
+            SANDBOX_HARNESS,
+            SANDBOX_NODE if node else "",
+            _sandbox_path(sys.executable),
+        )
+    return ToolPaths(
+        str(tool_dir),
+        str(home),
+        str(home / "output"),
+        str(tmp),
+        str(HARNESS_DIR),
+        node,
+        sys.executable,
+    )
 
 
 def harness_config(limits: Limits) -> dict[str, int]:
@@ -188,11 +215,11 @@ def tool_argv(language: str, entry: str | None, paths: ToolPaths, limits: Limits
     else:
         args = [f"{paths.tool}/{entry}", json.dumps(harness_config(limits))]
     if language == "python":
-        return [sys.executable, "-I", "-B", "-u", f"{paths.harness}/harness.py", *args]
+        return [paths.python, "-I", "-B", "-u", f"{paths.harness}/harness.py", *args]
     # V8 then fails with a clear "heap out of memory" before the cgroup's OOM killer strikes.
     heap_mb = max(32, limits.memory_mb * 3 // 4)
     return [
-        node_executable(),
+        paths.node or node_executable(),  # raises the clear "Node.js is missing" error
         "--disable-warning=ExperimentalWarning",  # type stripping warns on some 24.x releases
         f"--max-old-space-size={heap_mb}",
         f"{paths.harness}/harness.mjs",
@@ -221,7 +248,7 @@ def tool_env(
 ) -> dict[str, str]:
     """The whole environment of the tool: a fixed minimal set, the bash INPUT_<NAME>
     variables, then the declared integrations' variables (which cannot override either)."""
-    node = _node_if_installed()
+    node = paths.node
     env = {
         "PATH": (f"{Path(node).parent}:" if node else "") + "/usr/local/bin:/usr/bin:/bin",
         "HOME": paths.home,
@@ -287,6 +314,54 @@ def _python_prefixes() -> list[str]:
     return [p for p in resolved if not _under(p, ["/usr"]) and os.path.isdir(p)]
 
 
+def _venv() -> str | None:
+    """The console's virtualenv (bound at SANDBOX_VENV), if it runs in one outside /usr."""
+    if sys.prefix == sys.base_prefix or _under(sys.prefix, ["/usr"]):
+        return None
+    return sys.prefix if os.path.isfile(os.path.join(sys.prefix, "pyvenv.cfg")) else None
+
+
+def _relocations() -> list[tuple[str, str]]:
+    """(host path, sandbox path) of what is bound somewhere else than its host path."""
+    moved = []
+    if node := _node_if_installed():
+        moved.append((node, SANDBOX_NODE))
+    if venv := _venv():
+        moved.append((venv, SANDBOX_VENV))
+    return moved
+
+
+def _sandbox_path(path: str) -> str:
+    """Where a host path of the interpreter is seen inside bubblewrap."""
+    for host, inside in _relocations():
+        if _under(path, [host]):
+            return inside + path[len(host.rstrip("/")) :]
+    return path
+
+
+@functools.cache
+def _clean_pyvenv_cfg(venv: str) -> str:
+    """A copy of the venv's pyvenv.cfg without its `command` line (which names the venv's
+    host path); Python needs `home` to find the standard library."""
+    keep = ("home", "include-system-site-packages", "version", "executable")
+    lines = Path(venv, "pyvenv.cfg").read_text().splitlines()
+    folder = tempfile.mkdtemp(prefix="tool-console-venv-")
+    clean = Path(folder, "pyvenv.cfg")
+    clean.write_text("".join(f"{ln}\n" for ln in lines if ln.split("=")[0].strip() in keep))
+    # Nothing secret in it, and bwrap may run as an unprivileged user.
+    os.chmod(folder, 0o755)  # noqa: S103
+    os.chmod(clean, 0o644)
+    return str(clean)
+
+
+def _pyvenv_cfg(venv: str) -> str:
+    path = _clean_pyvenv_cfg(venv)
+    if not os.path.isfile(path):  # a temp cleaner removed it
+        _clean_pyvenv_cfg.cache_clear()
+        path = _clean_pyvenv_cfg(venv)
+    return path
+
+
 def _under(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
@@ -324,19 +399,28 @@ def bwrap_argv(
     assert bwrap is not None
     tmp_args = quota.bwrap_tmp_args(home, limits.disk_bytes)
     args = _bwrap_base(bwrap, network=network, tmp_args=tmp_args)
-    extra = [node] if (node := _node_if_installed()) else []
-    if language == "python":
-        extra += _python_prefixes()
+    moved = dict(_relocations())
+    if language != "python":
+        moved.pop(_venv() or "", None)
+    venv = os.path.realpath(_venv() or "/nonexistent")
+    prefixes = _python_prefixes() if language == "python" else []
+    extra = [p for p in prefixes if os.path.realpath(p) != venv]
     bound = [*SYSTEM_DIRS, *ETC_PATHS, *extra]
     # Mask the console's own files where a bound path would otherwise reveal them. Mounts
     # apply in order, so shallower paths go first: a venv inside a masked project directory
     # stays visible, a project directory inside a bound venv stays hidden.
     mounts = [["--ro-bind", path, path] for path in extra]
-    mounts += [
-        ["--tmpfs", path]
-        for path in _console_paths()
-        if _under(path, bound) and os.path.isdir(path)
-    ]
+    mounts += [["--ro-bind", host, inside] for host, inside in moved.items()]
+    if (venv := _venv()) in moved:
+        mounts.append(["--ro-bind", _pyvenv_cfg(venv), f"{SANDBOX_VENV}/pyvenv.cfg"])
+    for path in _console_paths():
+        if not os.path.isdir(path):
+            continue
+        if _under(path, bound):
+            mounts.append(["--tmpfs", path])
+        for host, inside in moved.items():
+            if _under(path, [host]):
+                mounts.append(["--tmpfs", inside + path[len(host.rstrip("/")) :]])
     for mount in sorted(mounts, key=lambda m: len(Path(m[-1]).parts)):
         args += mount
     args += ["--ro-bind", str(tool_dir), SANDBOX_TOOL, "--bind", str(home), SANDBOX_HOME]

@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 from pathlib import PurePosixPath
+from typing import IO
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -234,18 +235,19 @@ def run_artifact(request: HttpRequest, run_id: uuid.UUID, artifact_id: int) -> F
         raise PermissionDenied(
             "Only the person who started this run, or an admin, may download its artifacts."
         )
-    path = runs.artifact_file(artifact)
-    if path is None:
+    content = runs.open_artifact(artifact)
+    if content is None:
         raise Http404("The artifact's file is gone.")
-    return artifact_response(artifact, path)
+    return artifact_response(artifact, content)
 
 
-def artifact_response(artifact: RunArtifact, path) -> FileResponse:
-    """The file as a download, never rendered inline: a tool's output is untrusted, an
-    HTML artifact must not run script in the console's origin."""
+def artifact_response(artifact: RunArtifact, content: IO[bytes]) -> FileResponse:
+    """The bytes as a download, never rendered inline: a tool's output is untrusted, an
+    HTML artifact must not run script in the console's origin. FileResponse closes
+    `content`."""
     name = safe_filename(artifact.name)
     response = FileResponse(
-        open(path, "rb"),  # noqa: SIM115 (FileResponse closes it)
+        content,
         as_attachment=True,
         filename=name,
         content_type="application/octet-stream",
