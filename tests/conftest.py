@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from django.contrib.auth.models import Group, User
+from django.template.base import FilterExpression
 from django.test import Client
 
 from tools_app.audit import Actor
@@ -21,6 +24,7 @@ os.environ.setdefault("TOOL_CONSOLE_SPARE_SANDBOXES", "off")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+TEMPLATES = REPO / "templates"
 
 ENTRY_SOURCE = {
     "typescript": (
@@ -53,6 +57,59 @@ def require(missing: bool, why: str) -> None:
         if in_ci():
             pytest.fail(why)
         pytest.skip(why)
+
+
+class _UnresolvedVariables(logging.Handler):
+    """Collects Django's "Exception while resolving variable" records from our templates."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.getMessage().startswith("Exception while resolving variable"):
+            return
+        expression = _failing_expression()
+        if expression is None:
+            return
+        template = record.args[1]
+        # Admin templates rely on unset variables; only the console's own are held to it.
+        name = str(template).partition("#")[0]
+        if (TEMPLATES / name).is_file():
+            self.seen.append(f"{{{{ {expression} }}}} in {template}")
+
+
+def _failing_expression() -> str | None:
+    """The {{ expression }} whose lookup failed, or None when Django's string_if_invalid
+    would not show the failure either: {% if form.publish %} tests for an optional field,
+    while {{ missing }} renders "" silently."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is FilterExpression.resolve.__code__:
+            if frame.f_locals.get("ignore_failures"):
+                return None
+            return frame.f_locals["self"].token
+        frame = frame.f_back
+    return None
+
+
+@pytest.fixture(autouse=True)
+def template_variables_resolve():
+    """A template variable that fails to resolve in any page test fails that test: a typo
+    or a context key a view forgot (as raw_mode_field once was) renders as "" silently."""
+    handler = _UnresolvedVariables()
+    logger = logging.getLogger("django.template")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert not handler.seen, "template variables that did not resolve: " + ", ".join(
+        sorted(set(handler.seen))
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.forms_support import submit
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import RunForm
@@ -124,10 +125,12 @@ def test_it_renders_the_form_with_types_defaults_and_help(developer_client, sear
 
 
 def test_it_starts_a_run_from_the_form_and_masks_sensitive_inputs(developer_client, search):
-    response = developer_client.post(
+    response = submit(
+        developer_client,
         form_url(search),
         {"query": "cats", "limit": "5", "ratio": "", "exact": "on", "strict": "unknown",
          "mode": "thorough", "api_key": "sk-secret-42"},
+        form_id="run-form",
     )  # fmt: skip
 
     run = Run.objects.get()
@@ -144,8 +147,11 @@ def test_it_starts_a_run_from_the_form_and_masks_sensitive_inputs(developer_clie
 
 
 def test_it_shows_every_problem_on_its_field(developer_client, search):
-    response = developer_client.post(
-        form_url(search), {"query": "", "limit": "many", "ratio": "x", "mode": "slow"}
+    response = submit(
+        developer_client,
+        form_url(search),
+        {"query": "", "limit": "many", "ratio": "x", "mode": "slow"},
+        form_id="run-form",
     )
 
     assert response.status_code == 400
@@ -154,10 +160,13 @@ def test_it_shows_every_problem_on_its_field(developer_client, search):
     assert not Run.objects.exists()
 
 
+def raw_json(client: Client, url: str, text: str):
+    """Open "Raw JSON" on the run form, type `text`, press "Run with this JSON"."""
+    return submit(client, url, {"params": text}, form_id="raw-json-form")
+
+
 def test_it_starts_a_run_from_raw_json(developer_client, search):
-    response = developer_client.post(
-        form_url(search), {"raw-json": "1", "params": '{"query": "dogs", "api_key": "k"}'}
-    )
+    response = raw_json(developer_client, form_url(search), '{"query": "dogs", "api_key": "k"}')
 
     assert response.status_code == 302
     assert Run.objects.get().params == {
@@ -183,7 +192,7 @@ def test_it_starts_a_run_from_raw_json(developer_client, search):
     ],
 )
 def test_it_lists_raw_json_problems(developer_client, search, raw, expected):
-    response = developer_client.post(form_url(search), {"raw-json": "1", "params": raw})
+    response = raw_json(developer_client, form_url(search), raw)
 
     assert response.status_code == 400
     messages = response.context["raw"].errors["params"]
@@ -192,6 +201,24 @@ def test_it_lists_raw_json_problems(developer_client, search, raw, expected):
         assert message.startswith(start)
     assert response.context["json_mode"] is True
     assert not Run.objects.exists()
+    # What the person sees: the JSON panel still open, their problems under it, the
+    # generated form left alone (no "required" under its fields).
+    html = response.content.decode()
+    generated, _, panel = html.partition('<details id="raw-json" class="raw" open>')
+    assert panel, "the JSON panel is closed"
+    assert 'class="error"' not in generated.partition('id="run-form"')[2]
+    assert panel.count('<p class="error" role="alert">') == len(expected)
+
+
+def test_raw_json_runs_what_was_typed_when_every_input_is_optional(developer_client, make_tool):
+    """A tool whose inputs all have defaults: the run form alone would be valid too, so a
+    raw JSON post read as the form ran {"limit": 10} when {"limit": 3} was typed."""
+    tool = make_tool("lister", language="python", inputs={"limit": INPUTS["limit"]})
+
+    response = raw_json(developer_client, form_url(tool), '{"limit": 3}')
+
+    assert response.status_code == 302
+    assert Run.objects.get().params == {"limit": 3}
 
 
 def test_it_prefills_the_last_values_used_but_never_secrets(developer, developer_client, search):
@@ -220,7 +247,8 @@ def test_it_runs_a_draft_version_when_asked(developer_client, make_tool, search)
 
     page = developer_client.get(form_url(search, version=2))
     assert page.status_code == 200 and 'name="q"' in page.content.decode()
-    assert developer_client.post(form_url(search, version=2), {"q": "x"}).status_code == 302
+    posted = submit(developer_client, form_url(search, version=2), {"q": "x"}, form_id="run-form")
+    assert posted.status_code == 302
     assert Run.objects.get().version.number == 2
     assert developer_client.get(form_url(search, version=9)).status_code == 404
     assert developer_client.get(form_url(search, version="1x")).status_code == 404

@@ -73,6 +73,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "form": form,
         "raw": raw,
         "json_mode": json_mode,
+        "raw_mode_field": RAW_MODE_FIELD,
         "again": again,
     }
     return render(
