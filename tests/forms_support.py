@@ -16,7 +16,13 @@ class Form:
     fields: list[tuple[str, str]] = field(default_factory=list)
     # Every named control, unchecked boxes and file inputs included: what a user may fill.
     controls: dict[str, str] = field(default_factory=dict)
-    buttons: list[str] = field(default_factory=list)
+    # Submit buttons: their text and attributes (a named one sends name=value).
+    buttons: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+
+    def button(self, text: str) -> dict[str, str]:
+        found = [attrs for label, attrs in self.buttons if label == text]
+        assert len(found) == 1, f"{len(found)} buttons say {text!r}"
+        return found[0]
 
     def data(self) -> dict[str, str | list[str]]:
         data: dict[str, str | list[str]] = {}
@@ -40,6 +46,7 @@ class _FormsParser(HTMLParser):
         self._option: dict[str, str] | None = None
         self._text: list[str] = []
         self._button: list[str] | None = None
+        self._button_attrs: dict[str, str] = {}
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -50,8 +57,9 @@ class _FormsParser(HTMLParser):
         form = self._form
         if form is None:
             return
-        if tag == "button":
+        if tag == "button" and a.get("type", "submit") == "submit":
             self._button = []
+            self._button_attrs = a
         if tag == "input" and a.get("name") and "disabled" not in a:
             kind = a.get("type", "text")
             form.controls[a["name"]] = kind
@@ -81,7 +89,8 @@ class _FormsParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         form = self._form
         if tag == "button" and self._button is not None and form is not None:
-            form.buttons.append(" ".join("".join(self._button).split()))
+            text = " ".join("".join(self._button).split())
+            form.buttons.append((text, self._button_attrs))
             self._button = None
         elif tag == "textarea" and self._textarea is not None and form is not None:
             text = "".join(self._text)
@@ -117,7 +126,7 @@ def find_form(html: str, *, form_id: str | None = None, action: str | None = Non
         for f in forms_of(html)
         if (form_id is None or f.attrs.get("id") == form_id)
         and (action is None or f.attrs.get("action") == action)
-        and (button is None or button in f.buttons)
+        and (button is None or any(text == button for text, _ in f.buttons))
     ]
     assert len(found) == 1, f"{len(found)} forms match id={form_id} action={action} {button=}"
     return found[0]
@@ -140,8 +149,9 @@ def submit(
     **post_kwargs,
 ):
     """GET the page, fill in its form as a person would (only controls the page renders
-    may be filled: a name it does not render fails the test), and POST it where the form
-    posts to. A change to None unchecks a box or clears a field's submission."""
+    may be filled: a name it does not render fails the test), press `button` (or just
+    submit) and POST where the form (or that button) posts to. A change to None unchecks a
+    box or leaves a field out."""
     response = client.get(page)
     assert response.status_code == 200, f"GET {page}: {response.status_code}"
     form = find_form(response.content.decode(), form_id=form_id, action=action, button=button)
@@ -153,4 +163,9 @@ def submit(
         else:
             data[name] = value
     target = form.attrs.get("action") or page
+    if button is not None:
+        pressed = form.button(button)
+        if pressed.get("name"):
+            data[pressed["name"]] = pressed.get("value", "")
+        target = pressed.get("formaction") or target
     return client.post(target, data, **post_kwargs)
