@@ -377,5 +377,18 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
 
     assert run.status == RunStatus.SUCCEEDED, (run.error, run.result)
     assert "2" in run.result["content"][0]["text"]
-    with sqlite3.connect(archive) as conn:  # unchanged: the bind is read-only
+    # A statement that writes is refused with a message, and the archive keeps its rows
+    # (the tool opens it read-only; tests/test_runner.py checks the bind itself).
+    write = runs.start_run(
+        version,
+        {"sql": "delete from messages"},
+        actor=Actor.system(),
+        via=RunVia.COMMAND,
+        enqueue=False,
+    )
+    write = runs.execute_run(write.pk)
+    assert write.result["isError"] is True, write.result
+    assert write.result["content"][0]["text"]
+    with sqlite3.connect(archive) as conn:
         assert conn.execute("select count(*) from messages").fetchone() == (2,)
+    conn.close()

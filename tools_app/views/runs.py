@@ -22,6 +22,7 @@ from tools_app.forms.runs import (
     RunFilterForm,
     RunForm,
     raw_initial,
+    undecodable_names,
 )
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunVia
@@ -83,6 +84,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
 
 def _start(request: HttpRequest, version: ToolVersion, form: RunForm | RawParamsForm) -> Run | None:
     """Start the run the valid form describes; otherwise put the problems on the form."""
+    if request.content_type == "application/x-www-form-urlencoded":
+        form.refuse_undecodable(undecodable_names(request.body))
     if not form.is_valid():
         return None
     params = form.params() if isinstance(form, RunForm) else form.cleaned_data["params"]
