@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import hypothesis
 import pytest
 import yaml
 from django.contrib.auth.models import Group, User
@@ -110,6 +111,13 @@ def template_variables_resolve():
     assert not handler.seen, "template variables that did not resolve: " + ", ".join(
         sorted(set(handler.seen))
     )
+
+
+# Hypothesis in CI: the same examples on every run (derandomized), so a failure CI saw is
+# the failure `CI=true pytest ...` shows again; locally it explores, keeping its database.
+hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
+if in_ci():
+    hypothesis.settings.load_profile("ci")
 
 
 @pytest.fixture(autouse=True)
@@ -222,3 +230,39 @@ def console_admin_client(console_admin) -> Client:
 
 # A real Celery worker for @pytest.mark.worker and browser tests (tests/worker_fixtures.py).
 pytest_plugins = ["worker_fixtures"]
+
+
+class FakeClock:
+    """time.monotonic and time.sleep on a clock only the test moves: sleeping advances it
+    at once. Everything else is the real time module."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        import time
+
+        return getattr(time, name)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch) -> Callable[[object], FakeClock]:
+    """fake_clock(module): that module's `time` becomes a FakeClock (one per test)."""
+    clock = FakeClock()
+
+    def install(module: object) -> FakeClock:
+        monkeypatch.setattr(module, "time", clock)
+        return clock
+
+    return install

@@ -239,14 +239,20 @@ def test_audit_events_filter_by_action(admin_client, events):
 
 def test_audit_events_filter_by_date(admin_client, events):
     # The same parameters the filter's own "Past 7 days" link carries: aware datetimes.
-    today = dt.datetime.combine(timezone.localdate(), dt.time(), tzinfo=dt.UTC)
+    # Days come from the stored events, not the clock: midnight may pass during the test.
+    def day_of(event: AuditEvent) -> dt.datetime:
+        created = AuditEvent.objects.get(pk=event.pk).created_at.astimezone(dt.UTC)
+        return dt.datetime.combine(created.date(), dt.time(), tzinfo=dt.UTC)
+
+    today = day_of(events["dave_edit"])
 
     def between(start: dt.datetime, end: dt.datetime) -> set[str]:
         return listed(admin_client, {"created_at__gte": str(start), "created_at__lt": str(end)})
 
     week_ago, tomorrow = today - dt.timedelta(days=7), today + dt.timedelta(days=1)
     assert between(week_ago, tomorrow) == {"v publish", "d publish", "d edit"}
-    month_ago = today - dt.timedelta(days=30)
+    month_ago = day_of(events["system_sync"])
+    assert month_ago <= today - dt.timedelta(days=29)
     assert between(month_ago, month_ago + dt.timedelta(days=1)) == {"sync"}
 
 

@@ -4,7 +4,6 @@ the console's outbound HTTP client. A local http.server stands in for the provid
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import integrations_support as support
@@ -180,11 +179,10 @@ def test_it_calls_the_apify_api_with_the_token(db):
 
 
 def test_it_times_out(fake_provider):
+    # Without the timeout the answer would come (after 2 s) and nothing would be raised.
     fake_provider.delay = 2
-    started = time.monotonic()
     with pytest.raises(http.HttpError, match="no answer within 0.5 s|within 0.5 s"):
         http.request("GET", fake_provider.url, timeout=0.5)
-    assert time.monotonic() - started < 1.9
 
 
 def test_it_caps_the_body(fake_provider):

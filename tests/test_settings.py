@@ -262,3 +262,13 @@ def test_the_generated_secret_key_is_private_and_kept(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert path.read_text().strip() == first and len(first) >= 50
     assert python(tmp_path, code, CONSOLE_SECRET_KEY="") == first  # read, not replaced
+
+
+def test_hypothesis_is_derandomized_in_ci():
+    """A property-test failure in CI must be reproducible: same examples every run."""
+    import hypothesis
+
+    from tests.conftest import in_ci
+
+    require(not in_ci(), "only CI derandomizes (locally Hypothesis explores)")
+    assert hypothesis.settings.default.derandomize is True
