@@ -146,7 +146,8 @@ def test_a_run_cancelled_from_its_page(developer_client, make_tool):
     assert pressed[0].status_code == 302
     text = page(developer_client, run)
     assert "Cancelled" in text
-    assert "stopped as asked" in text or "Cancelled: the run was cancelled" in text
+    # The runner's word first, then what the tool said as it stopped.
+    assert "Result error Cancelled: the run was cancelled. stopped as asked" in text
     assert not find_cancel_button(developer_client, run)
 
 
