@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import require
 from tests.editor_support import editor_data, file_index, form_data
+from tests.forms_support import submit
 from tools_app import tool_templates, toolmd
 from tools_app.models import AuditEvent, Tool, ToolVersion
 
@@ -25,9 +26,11 @@ TEMPLATE_DIR = Path(tool_templates.__file__).parent
 @pytest.mark.parametrize("language", toolmd.LANGUAGES)
 def test_it_creates_a_draft_from_each_language_template(developer_client, language):
     name = f"new_{language}"
-    response = developer_client.post(
+    response = submit(
+        developer_client,
         "/tools/new/",
         {"name": name, "language": language, "label": "My: tool", "description": "Says # hi"},
+        button="Create draft",
     )
 
     assert response.status_code == 302
@@ -177,7 +180,8 @@ def test_bash_template_writes_progress_to_fd_3_and_stops_on_sigterm(tmp_path):
 
 @pytest.mark.parametrize("name", ["new", "import", "Bad", "9lives", ""])
 def test_it_refuses_reserved_and_invalid_names(developer_client, name):
-    response = developer_client.post("/tools/new/", {"name": name, "language": "python"})
+    response = submit(developer_client, "/tools/new/", {"name": name, "language": "python"},
+                      button="Create draft")  # fmt: skip
     assert response.status_code == 422
     assert not Tool.objects.exists()
 
