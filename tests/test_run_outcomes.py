@@ -228,3 +228,29 @@ def test_a_run_an_agent_started_with_a_token(viewer_client, make_tool):
     assert "started by agent token “nightly-agent” from api" in text.lower()
     assert "Succeeded" in text and "hello Grace" in text
     assert "Run again with these inputs" not in text  # viewers read, they do not run
+
+
+def test_a_fallback_run_shows_hostile_output_as_text(viewer_client, developer_client, make_tool,
+                                                      monkeypatch):  # fmt: skip
+    """Tool output is untrusted: the result and stderr are shown escaped, never as markup.
+    The page also says the run had only the process fallback, and why."""
+    monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", "process")
+    source = (
+        "import sys\n\ndef execute(tool_call_id, params, signal, on_update):\n"
+        "    sys.stderr.write('<img src=x onerror=alert(2)>\\n')\n"
+        "    return {'content': [{'type': 'text', 'text': '<script>alert(1)</script>'}],"
+        " 'isError': True}\n"
+    )
+    make_tool("hostile", language="python", source=source)
+
+    run = run_from_the_form(developer_client, "hostile")
+
+    html = viewer_client.get(reverse("run", args=[run.pk])).content.decode()
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html
+    text = text_of(html)
+    assert "Result error <script>alert(1)</script>" in text
+    assert "sandbox: process (fallback)" in text and "TOOL_CONSOLE_SANDBOX" in text
+    # Viewers read runs but cannot run or cancel.
+    assert "Run again with these inputs" not in text and "Cancel" not in text.split("Inputs")[1]

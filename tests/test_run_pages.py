@@ -336,29 +336,6 @@ def test_the_live_partial_makes_few_queries(
     assert response.status_code == 200 and "u49" in response.content.decode()
 
 
-def test_it_renders_an_error_result_and_escapes_tool_output(viewer_client, search, developer):
-    run = finished(
-        search,
-        developer,
-        status=RunStatus.FAILED,
-        result={"content": [{"type": "text", "text": "<script>alert(1)</script>"}],
-                "isError": True},
-        stderr_tail="Traceback: boom",
-        isolation="process",
-        isolation_reason="bubblewrap (bwrap) is not installed",
-    )  # fmt: skip
-
-    html = viewer_client.get(reverse("run", args=[run.pk])).content.decode()
-
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
-    assert 'class="result is-error"' in html
-    assert "Traceback: boom" in html
-    assert "sandbox: process (fallback)" in html
-    assert "bubblewrap (bwrap) is not installed" in html
-    # Viewers read runs but cannot run or cancel.
-    assert "Run again with these inputs" not in html and 'id="cancel-run"' not in html
-
-
 def test_it_says_when_a_run_started_in_a_spare_sandbox(viewer_client, search, developer):
     cold, warm = finished(search, developer), finished(search, developer, spare=True)
 
