@@ -15,7 +15,8 @@ from tools_app.models import AgentToken
 from tools_app.versions import save_version
 
 REPO = Path(__file__).resolve().parents[1]
-CORPORA = [REPO / "tests" / "data" / "toolmd", REPO.parent / "shared" / "testdata" / "toolmd"]
+# tests/data/toolmd carries a copy of the shared corpus's cases (tests/test_toolmd_corpus.py).
+CORPORA = [REPO / "tests" / "data" / "toolmd"]
 ALL_SCOPES = ("registry:read", "sync:read", "tools:invoke")
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import hypothesis
 import pytest
 import yaml
 from django.contrib.auth.models import Group, User
+from django.template.base import FilterExpression
 from django.test import Client
 
 from tools_app.audit import Actor
@@ -21,6 +25,7 @@ os.environ.setdefault("TOOL_CONSOLE_SPARE_SANDBOXES", "off")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+TEMPLATES = REPO / "templates"
 
 ENTRY_SOURCE = {
     "typescript": (
@@ -53,6 +58,66 @@ def require(missing: bool, why: str) -> None:
         if in_ci():
             pytest.fail(why)
         pytest.skip(why)
+
+
+class _UnresolvedVariables(logging.Handler):
+    """Collects Django's "Exception while resolving variable" records from our templates."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.getMessage().startswith("Exception while resolving variable"):
+            return
+        expression = _failing_expression()
+        if expression is None:
+            return
+        template = record.args[1]
+        # Admin templates rely on unset variables; only the console's own are held to it.
+        name = str(template).partition("#")[0]
+        if (TEMPLATES / name).is_file():
+            self.seen.append(f"{{{{ {expression} }}}} in {template}")
+
+
+def _failing_expression() -> str | None:
+    """The {{ expression }} whose lookup failed, or None when Django's string_if_invalid
+    would not show the failure either: {% if form.publish %} tests for an optional field,
+    while {{ missing }} renders "" silently."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is FilterExpression.resolve.__code__:
+            if frame.f_locals.get("ignore_failures"):
+                return None
+            return frame.f_locals["self"].token
+        frame = frame.f_back
+    return None
+
+
+@pytest.fixture(autouse=True)
+def template_variables_resolve():
+    """A template variable that fails to resolve in any page test fails that test: a typo
+    or a context key a view forgot (as raw_mode_field once was) renders as "" silently."""
+    handler = _UnresolvedVariables()
+    logger = logging.getLogger("django.template")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert not handler.seen, "template variables that did not resolve: " + ", ".join(
+        sorted(set(handler.seen))
+    )
+
+
+# Hypothesis in CI: the same examples on every run (derandomized), so a failure CI saw is
+# the failure `CI=true pytest ...` shows again; locally it explores, keeping its database.
+hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
+if in_ci():
+    hypothesis.settings.load_profile("ci")
 
 
 @pytest.fixture(autouse=True)
@@ -165,3 +230,39 @@ def console_admin_client(console_admin) -> Client:
 
 # A real Celery worker for @pytest.mark.worker and browser tests (tests/worker_fixtures.py).
 pytest_plugins = ["worker_fixtures"]
+
+
+class FakeClock:
+    """time.monotonic and time.sleep on a clock only the test moves: sleeping advances it
+    at once. Everything else is the real time module."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        import time
+
+        return getattr(time, name)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch) -> Callable[[object], FakeClock]:
+    """fake_clock(module): that module's `time` becomes a FakeClock (one per test)."""
+    clock = FakeClock()
+
+    def install(module: object) -> FakeClock:
+        monkeypatch.setattr(module, "time", clock)
+        return clock
+
+    return install

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-from tools_app.api import conditional
+from tools_app.api import auth, conditional
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, Tool
 from tools_app.schema import FORMATS
@@ -407,8 +406,9 @@ def test_it_reads_accept_encoding(header, expected):
     assert conditional.accepts_gzip(header) is expected
 
 
-def test_it_notices_changes_made_elsewhere_within_the_revision_ttl(make_tool, settings):
+def test_it_notices_changes_made_elsewhere_within_the_revision_ttl(make_tool, settings, fake_clock):
     settings.CONSOLE_REGISTRY_REVISION_TTL = 0.3
+    clock = fake_clock(conditional)
     make_tool("one")
     make_tool("two")
     client = agent_client("registry:read")
@@ -416,19 +416,20 @@ def test_it_notices_changes_made_elsewhere_within_the_revision_ttl(make_tool, se
     # A queryset update sends no signal, like a change made by another process.
     Tool.objects.filter(name="two").update(enabled=False)
     assert client.get(URL)["ETag"] == before  # this process may answer from memory...
-    time.sleep(0.4)
+    clock.advance(0.4)
     after = client.get(URL)  # ...but not for longer than the TTL
     assert after["ETag"] != before
     assert after.json()["count"] == 1
 
 
-def test_it_refuses_a_token_revoked_elsewhere_within_the_auth_ttl(make_tool, settings):
+def test_it_refuses_a_token_revoked_elsewhere_within_the_auth_ttl(make_tool, settings, fake_clock):
     settings.CONSOLE_API_AUTH_CACHE_SECONDS = 0.3
+    clock = fake_clock(auth)
     client = agent_client("registry:read")
     assert client.get(URL).status_code == 200
     # Revoked by another process: no signal reaches this one.
     AgentToken.objects.update(revoked_at=timezone.now())
-    time.sleep(0.4)
+    clock.advance(0.4)
     assert client.get(URL).status_code == 401
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -10,6 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tools_app import runs
+from tools_app.api import runs as api_runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, RunArtifact, RunUpdate, Tool
 from tools_app.models.runs import RunStatus, RunVia
@@ -231,36 +231,37 @@ def test_the_openapi_document_lists_the_run_endpoints():
     assert "/api/v1/runs/{run_id}/artifacts/{artifact_id}" in paths
 
 
-def test_long_polling_answers_at_once_when_there_is_news(fetch):
+def test_long_polling_answers_at_once_when_there_is_news(fetch, fake_clock):
     _, client = agent()
     run = _started(client)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+    clock = fake_clock(api_runs)
 
-    began = time.monotonic()
     body = client.get(f"/api/v1/runs/{run.pk}?wait=20").json()
 
-    assert body["status"] == "cancelled" and time.monotonic() - began < 2
+    assert body["status"] == "cancelled" and clock.slept == []
 
 
-def test_long_polling_answers_at_once_for_a_new_update(fetch):
+def test_long_polling_answers_at_once_for_a_new_update(fetch, fake_clock):
     _, client = agent()
     run = _started(client)
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=now, heartbeat_at=now)
     RunUpdate.objects.create(run=run, seq=1, content=[{"type": "text", "text": "hi"}])
+    clock = fake_clock(api_runs)
 
-    began = time.monotonic()
     body = client.get(f"/api/v1/runs/{run.pk}?wait=20").json()
-    assert [u["seq"] for u in body["updates"]] == [1] and time.monotonic() - began < 2
+    assert [u["seq"] for u in body["updates"]] == [1] and clock.slept == []
 
 
-def test_long_polling_gives_up_after_the_wait(fetch):
+def test_long_polling_gives_up_after_the_wait(fetch, fake_clock):
     _, client = agent()
     run = _started(client)
+    clock = fake_clock(api_runs)
 
-    began = time.monotonic()
     body = client.get(f"/api/v1/runs/{run.pk}?wait=0.4").json()
 
-    assert body["status"] == "queued" and 0.35 < time.monotonic() - began < 3
+    assert body["status"] == "queued" and sum(clock.slept) == pytest.approx(0.4)
+    assert len(clock.slept) > 1  # it looked for news in between
     assert client.get(f"/api/v1/runs/{run.pk}?wait=31").status_code == 422
     assert client.get(f"/api/v1/runs/{run.pk}?wait=nan").status_code == 422

@@ -4,13 +4,13 @@ the console's outbound HTTP client. A local http.server stands in for the provid
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import integrations_support as support
 import pytest
 from django.urls import reverse
 
+from tests.forms_support import submit
 from tools_app import http
 from tools_app import integrations as domain
 from tools_app.audit import Actor
@@ -39,11 +39,15 @@ def connection_test_url(slug: str | None = None, type_slug: str | None = None) -
 
 
 def test_it_tests_new_values_before_saving(console_admin_client, fake_provider):
-    response = console_admin_client.post(
-        connection_test_url(type_slug="searxng"),
+    # The "Test connection" button of the new-integration form (it posts elsewhere).
+    response = submit(
+        console_admin_client,
+        reverse("integration_create", args=["searxng"]),
         {"slug": "searxng", "field_url": fake_provider.url + "/", "secret_token": SECRET},
+        button="Test connection",
         HTTP_HX_REQUEST="true",
     )
+    assert response.wsgi_request.path == connection_test_url(type_slug="searxng")
     assert response.status_code == 200
     page = response.content.decode()
     assert "<html" not in page  # an htmx partial
@@ -84,9 +88,10 @@ def test_it_shows_the_status_and_a_redacted_excerpt_on_failure(console_admin_cli
 
 def test_it_uses_the_stored_secret_when_the_field_is_empty(console_admin_client, fake_provider, db):
     support.create("searxng", values={"url": fake_provider.url}, secrets={"token": SECRET})
-    response = console_admin_client.post(
-        connection_test_url("searxng"), {"field_url": fake_provider.url, "secret_token": ""}
-    )
+    edit_page = reverse("integration_edit", args=["searxng"])
+    response = submit(console_admin_client, edit_page, {"secret_token": ""},
+                      button="Test connection")  # fmt: skip
+    assert response.wsgi_request.path == connection_test_url("searxng")
     assert "Connection works" in response.content.decode()
     assert fake_provider.last.headers["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in response.content.decode()
@@ -190,11 +195,10 @@ def test_it_calls_the_apify_api_with_the_token(db):
 
 
 def test_it_times_out(fake_provider):
+    # Without the timeout the answer would come (after 2 s) and nothing would be raised.
     fake_provider.delay = 2
-    started = time.monotonic()
     with pytest.raises(http.HttpError, match="no answer within 0.5 s|within 0.5 s"):
         http.request("GET", fake_provider.url, timeout=0.5)
-    assert time.monotonic() - started < 1.9
 
 
 def test_it_caps_the_body(fake_provider):

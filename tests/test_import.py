@@ -16,6 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.conftest import tool_files
 from tests.editor_support import zip_of
+from tests.forms_support import submit
 from tools_app import importer
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Tool, ToolVersion
@@ -25,9 +26,9 @@ MIB = 1024 * 1024
 
 
 def _upload(client, data: bytes, name: str = "tools.zip", **extra):
-    return client.post(
-        "/tools/-/import/", {"file": SimpleUploadedFile(name, data, "application/zip"), **extra}
-    )
+    """Choose the file on the import page (and tick what `extra` says), press Import."""
+    changes = {"file": SimpleUploadedFile(name, data, "application/zip"), **extra}
+    return submit(client, "/tools/-/import/", changes, button="Import")
 
 
 def _tool_entries(name: str, **kw) -> dict[str, bytes]:
@@ -243,7 +244,7 @@ def test_a_valid_zip_of_several_tools_becomes_drafts(developer_client):
         "__MACOSX/._alpha": b"junk",
     }
 
-    response = _upload(developer_client, zip_of(entries), name="my-tools.zip", publish="on")
+    response = _upload(developer_client, zip_of(entries), name="my-tools.zip")
 
     assert response.status_code == 200
     html = response.content.decode()
@@ -327,6 +328,8 @@ def test_export_of_a_missing_version_is_404(viewer_client, make_tool):
 
 def test_import_needs_a_developer(viewer_client, client):
     data = zip_of(_tool_entries("alpha"))
-    assert _upload(viewer_client, data).status_code == 403
-    assert _upload(client, data).status_code == 302
+    upload = {"file": SimpleUploadedFile("tools.zip", data, "application/zip")}
+    assert viewer_client.post("/tools/-/import/", upload).status_code == 403
+    upload["file"].seek(0)
+    assert client.post("/tools/-/import/", upload).status_code == 302
     assert not Tool.objects.exists()

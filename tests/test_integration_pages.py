@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from tests.forms_support import find_form, submit
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 
 SECRET = "sk-page-test-5f1c2a9e"
@@ -148,10 +149,12 @@ def test_it_lists_types_to_create_from(console_admin_client, db):
 def test_it_creates_an_integration_from_a_type(console_admin_client, console_admin):
     page = console_admin_client.get(reverse("integration_create", args=["searxng"]))
     assert 'value="searxng"' in page.content.decode()  # the slug defaults to the type's
-    response = console_admin_client.post(
+    response = submit(
+        console_admin_client,
         reverse("integration_create", args=["searxng"]),
         {"slug": "", "label": "Search", "enabled": "on", "field_url": URL_VALUE,
          "secret_token": SECRET},
+        button="Create integration",
     )  # fmt: skip
     assert response.status_code == 302
     assert response["Location"] == reverse("integration", args=["searxng"])
@@ -179,8 +182,11 @@ def test_it_refuses_a_duplicate_or_bad_slug(searxng, console_admin_client):
         ("Bad Slug", "is not a valid slug"),
         ("new", "is reserved"),
     ]:
-        response = console_admin_client.post(
-            url, {"slug": slug, "field_url": URL_VALUE, "secret_token": "typed-secret-1"}
+        response = submit(
+            console_admin_client,
+            url,
+            {"slug": slug, "field_url": URL_VALUE, "secret_token": "typed-secret-1"},
+            button="Create integration",
         )
         assert response.status_code == 400
         page = response.content.decode()
@@ -193,23 +199,24 @@ def test_it_creates_a_custom_integration_in_two_steps(console_admin_client):
     url = reverse("integration_create", args=["custom"])
     page = console_admin_client.get(url).content.decode()
     assert "No variables defined yet." in page
-    refreshed = console_admin_client.post(
+    variables = "CRM_URL url required\r\nCRM_KEY secret"
+    refreshed = submit(
+        console_admin_client,
         url,
-        {"slug": "crm", "custom_fields": "CRM_URL url required\nCRM_KEY secret", "_refresh": "1"},
+        {"slug": "crm", "custom_fields": variables},
+        button="Apply the variable list",
     )
     assert refreshed.status_code == 200
     page = refreshed.content.decode()
     assert 'name="field_crm_url"' in page and 'name="secret_crm_key"' in page
     assert not Integration.objects.exists()
+    # The next step fills in the page the refresh rendered, as the person does.
+    form = find_form(page, form_id="integration-form")
+    assert form.data()["custom_fields"] == variables
     response = console_admin_client.post(
         url,
-        {
-            "slug": "crm",
-            "enabled": "on",
-            "custom_fields": "CRM_URL url required\nCRM_KEY secret",
-            "field_crm_url": "https://crm.example.org",
-            "secret_crm_key": "crm-secret-value",
-        },
+        form.data()
+        | {"field_crm_url": "https://crm.example.org", "secret_crm_key": "crm-secret-value"},
     )
     assert response.status_code == 302
     integration = Integration.objects.get(slug="crm")
@@ -219,9 +226,11 @@ def test_it_creates_a_custom_integration_in_two_steps(console_admin_client):
 
 
 def test_it_refuses_a_bad_custom_field_list(console_admin_client):
-    response = console_admin_client.post(
+    response = submit(
+        console_admin_client,
         reverse("integration_create", args=["custom"]),
         {"slug": "crm", "custom_fields": "LD_PRELOAD secret"},
+        button="Create integration",
     )
     assert response.status_code == 400
     assert "&#x27;LD_PRELOAD&#x27; is reserved" in response.content.decode()
@@ -229,7 +238,8 @@ def test_it_refuses_a_bad_custom_field_list(console_admin_client):
 
 
 def test_it_disables_and_enables(searxng, console_admin_client):
-    response = console_admin_client.post(reverse("integration_disable", args=["searxng"]))
+    page = reverse("integration", args=["searxng"])
+    response = submit(console_admin_client, page, button="Disable")
     assert response.status_code == 302
     searxng.refresh_from_db()
     assert not searxng.enabled and searxng.revision == 2
@@ -258,11 +268,11 @@ def test_it_refuses_deleting_an_integration_published_tools_declare(
     assert "Published tools declare this integration" in page
     assert 'href="/tools/web_search/"' in page
     assert "draft_search" in page  # listed apart: not published
-    response = console_admin_client.post(url, {})
+    response = submit(console_admin_client, url, button="Delete searxng")
     assert response.status_code == 409
     assert "declared by published tools (web_search)" in response.content.decode()
     assert Integration.objects.filter(slug="searxng").exists()
-    response = console_admin_client.post(url, {"confirm": "on"})
+    response = submit(console_admin_client, url, {"confirm": "on"}, button="Delete searxng")
     assert response.status_code == 302
     assert not Integration.objects.exists() and not IntegrationSecret.objects.exists()
     event = AuditEvent.objects.get(action="integration.delete")
@@ -273,7 +283,7 @@ def test_it_deletes_an_unused_integration_without_confirmation(console_admin_cli
     support.create("apify", secrets={"token": "x-token"})
     url = reverse("integration_delete", args=["apify"])
     assert "Published tools declare" not in console_admin_client.get(url).content.decode()
-    assert console_admin_client.post(url).status_code == 302
+    assert submit(console_admin_client, url, button="Delete apify").status_code == 302
     assert not Integration.objects.exists()
 
 

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from tests.forms_support import submit
 from tools_app import integrations as domain
 from tools_app import vault
 from tools_app.audit import Actor
@@ -30,11 +31,9 @@ def searxng(db, console_admin) -> Integration:
 
 
 def edit(client: Client, slug: str = "searxng", **data) -> object:
-    integration = Integration.objects.get(slug=slug)
-    payload = {"revision": str(integration.revision), "enabled": "on"}
-    payload.update({"field_" + k: v for k, v in (integration.values or {}).items()})
-    payload.update(data)
-    return client.post(reverse("integration_edit", args=[slug]), payload)
+    """Open the integration's edit page, change `data` in its form, press Save."""
+    url = reverse("integration_edit", args=[slug])
+    return submit(client, url, data, form_id="integration-form", button="Save")
 
 
 def stored(slug: str = "searxng", field: str = "token") -> str:

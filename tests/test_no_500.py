@@ -15,6 +15,7 @@ addresses never leave the machine."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -1186,22 +1187,65 @@ def _raw_form(params: str) -> dict[str, str]:
     return {"raw-json": "1", "params": params}
 
 
-RUN_FORM_CASES = {
-    "nul": {"query": "a\x00b"},
-    "huge integer": {"query": "a", "limit": "9" * 5000},
-    "float overflow": {"query": "a", "ratio": "1e999"},
-    "nan": {"query": "a", "ratio": "nan"},
-    "enum outside values": {"query": "a", "mode": "\x00"},
-    "boolean garbage": {"query": "a", "exact": "\x00", "strict": "maybe"},
-    "surrogate": {"query": "\ud800"},
-    **{f"raw: {name}": _raw_form(text) for name, text in RAW_PARAMS.items()},
+# What each hostile form gets: the error shown under it (its start), or, where the input
+# is acceptable after all, the params of the run it starts.
+RAW_EXPECTED: dict[str, str | dict] = {
+    "nul in a value": "query: may not contain NUL characters",
+    "nul in a key": "params: a name may not contain NUL characters",
+    "lone surrogate": "query: is not valid Unicode (it holds an unpaired surrogate)",
+    "deep nesting": "Not usable JSON: a number is too long or the nesting is too deep.",
+    "moderate nesting": "ratio: must be a number, got an array",
+    "NaN": "ratio: must be a finite number",
+    "Infinity": "ratio: must be a finite number",
+    "huge float": "ratio: must be a finite number",
+    "huge int": "Not usable JSON: a number is too long or the nesting is too deep.",
+    "big int": {"query": "a", "limit": 123456789012345678901234567890},
+    "negative zero": {"query": "a", "ratio": -0.0, "limit": 0},
+    "duplicate keys": {"query": "b"},  # JSON's rule: the last one wins
+    "array": 'The params must be a JSON object: {"name": value}.',
+    "string": 'The params must be a JSON object: {"name": value}.',
+    "empty": "query: is required",
+    "not json": "Not valid JSON: Expecting property name enclosed in double quotes",
+}
+RUN_FORM_CASES: dict[str, tuple[dict, str | dict]] = {
+    "nul": ({"query": "a\x00b"}, "Null characters are not allowed."),
+    "huge integer": ({"query": "a", "limit": "9" * 5000}, "Enter a whole number."),
+    "float overflow": ({"query": "a", "ratio": "1e999"}, "Enter a number."),
+    "nan": ({"query": "a", "ratio": "nan"}, "Enter a number."),
+    "enum outside values": ({"query": "a", "mode": "\x00"}, "Select a valid choice."),
+    # A checkbox sent with any value is ticked; an unknown yes/no/unset answer is unset.
+    "boolean garbage": (
+        {"query": "a", "exact": "\x00", "strict": "maybe"},
+        {"query": "a", "exact": True},
+    ),
+    # The API refuses "\ud800" with a 422: the browser's form must not run it either.
+    "surrogate": ({"query": "\ud800"}, "Not valid Unicode"),
+    "raw: surrogate bytes": (
+        {"raw-json": "1", "params": '{"query": "\ud800"}'},
+        "Not valid Unicode",
+    ),
+    **{f"raw: {name}": (_raw_form(text), RAW_EXPECTED[name]) for name, text in RAW_PARAMS.items()},
 }
 
 
 @pytest.mark.parametrize("case", list(RUN_FORM_CASES))
 def test_it_answers_hostile_run_forms_with_a_clear_error(world: World, case: str):
-    response = post(world, "developer", "/tools/alpha/run/", RUN_FORM_CASES[case])
-    assert response.status_code < 500, describe("developer", V["post-form"], case, response)
+    data, expected = RUN_FORM_CASES[case]
+    before = list(Run.objects.values_list("pk", flat=True))
+
+    response = post(world, "developer", "/tools/alpha/run/", data)
+
+    started = Run.objects.exclude(pk__in=before)
+    if isinstance(expected, dict):
+        assert response.status_code == 302, describe("developer", V["post-form"], case, response)
+        params = started.get().params
+        assert params | expected == params, params
+        return
+    assert response.status_code == 400, describe("developer", V["post-form"], case, response)
+    assert not started.exists()
+    page = response.content.decode()
+    errors = [html.unescape(e) for e in re.findall(r'<p class="error"[^>]*>(.*?)</p>', page, re.S)]
+    assert any(error.startswith(expected) for error in errors), errors
 
 
 INVOKE_BODIES = {

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from tests.conftest import tool_files
+from tests.forms_support import submit
 from tools_app.audit import Actor
 from tools_app.datapath import MARKER
 from tools_app.models import AgentToken, AuditEvent, Tool
@@ -36,6 +37,11 @@ def _registry(client, token: str, etag: str | None = None):
     return client.get("/api/v1/registry", **headers)
 
 
+def press(client, button: str, **kwargs):
+    """Press a tool action button on the tool's page, as rendered for that client."""
+    return submit(client, "/tools/alpha/", button=button, **kwargs)
+
+
 def _tool_dir():
     return settings.DATA_PATH / "tools" / "alpha"
 
@@ -49,9 +55,9 @@ def test_publishing_writes_data_path_and_changes_the_registry(console_admin_clie
     assert entry["description"] == "The alpha tool."
     assert json.loads((_tool_dir() / MARKER).read_text())["version"] == 1
 
-    response = console_admin_client.post("/tools/alpha/publish/2/")
+    response = press(console_admin_client, "Publish v2")
 
-    assert response.status_code == 302
+    assert response.status_code == 302 and response["Location"] == "/tools/alpha/"
     assert Tool.objects.get(name="alpha").published_version.number == 2
     assert json.loads((_tool_dir() / MARKER).read_text())["version"] == 2
     assert b"version: 2" in (_tool_dir() / "TOOL.md").read_bytes()
@@ -68,13 +74,13 @@ def test_disabling_removes_the_tool_from_data_path_and_the_registry(console_admi
     _, token = AgentToken.issue("agent", ["registry:read"])
     assert _tool_dir().exists()
 
-    console_admin_client.post("/tools/alpha/disable/")
+    press(console_admin_client, "Disable")
 
     assert not _tool_dir().exists()
     assert _registry(console_admin_client, token).json()["tools"] == []
     assert AuditEvent.objects.filter(action="tool.disable").exists()
 
-    console_admin_client.post("/tools/alpha/enable/")
+    press(console_admin_client, "Enable")
     assert _tool_dir().exists()
     assert [t["name"] for t in _registry(console_admin_client, token).json()["tools"]] == ["alpha"]
     assert AuditEvent.objects.filter(action="tool.enable").exists()
@@ -82,7 +88,7 @@ def test_disabling_removes_the_tool_from_data_path_and_the_registry(console_admi
 
 @pytest.mark.django_db(transaction=True)
 def test_unpublishing(console_admin_client, alpha):
-    response = console_admin_client.post("/tools/alpha/unpublish/", follow=True)
+    response = press(console_admin_client, "Unpublish", follow=True)
 
     assert "agents no longer get it" in response.content.decode()
     tool = Tool.objects.get(name="alpha")
@@ -118,8 +124,8 @@ def test_actions_return_to_the_page_they_came_from_but_never_elsewhere(console_a
 
 
 def test_publishing_a_disabled_tool_says_it_stays_hidden(console_admin_client, alpha):
-    console_admin_client.post("/tools/alpha/disable/")
-    response = console_admin_client.post("/tools/alpha/publish/2/", follow=True)
+    press(console_admin_client, "Disable")
+    response = press(console_admin_client, "Publish v2", follow=True)
     assert "The tool is disabled" in response.content.decode()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import tool_files
+from tests.forms_support import find_form, submit
 from tools_app import toolmd
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Tool, ToolVersion
@@ -55,7 +56,9 @@ def test_a_stale_base_is_a_conflict(three_versions):
 
 
 def test_the_rollback_button(developer_client, three_versions):
-    response = developer_client.post("/tools/alpha/rollback/2/", {"base": "3"}, follow=True)
+    response = submit(
+        developer_client, "/tools/alpha/versions/", button="roll back to v2", follow=True
+    )
 
     assert response.status_code == 200
     assert "version 4 has the content of version 2" in response.content.decode()
@@ -66,9 +69,11 @@ def test_the_rollback_button(developer_client, three_versions):
 
 
 def test_the_rollback_button_refuses_when_someone_saved_meanwhile(developer_client, three_versions):
+    page = developer_client.get("/tools/alpha/versions/").content.decode()
+    form = find_form(page, button="roll back to v1")
     save_version("alpha", tool_files("alpha", description="Four."), actor=SYSTEM)
 
-    response = developer_client.post("/tools/alpha/rollback/1/", {"base": "3"}, follow=True)
+    response = developer_client.post(form.attrs["action"], form.data(), follow=True)
 
     assert "Not rolled back: version 4 was saved meanwhile" in response.content.decode()
     assert ToolVersion.objects.count() == 4

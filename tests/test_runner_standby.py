@@ -131,6 +131,18 @@ def ready_spare() -> standby.Sandbox:
     return spare
 
 
+def keeper_idle() -> None:
+    """Wait until the spare keeper has nothing left to do: nothing wanted, being started
+    or waiting to be thrown away."""
+    keeper = standby._keeper
+    deadline = time.monotonic() + 30
+    with keeper.cond:
+        while keeper.wanted is not None or keeper.making is not None or keeper.trash:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "the spare keeper stayed busy"
+            keeper.cond.wait(remaining)
+
+
 @pytest.mark.parametrize("language", sorted(ENTRY))
 def test_it_starts_the_next_run_of_a_shape_in_a_spare(tmp_path: Path, language: str) -> None:
     source = SOURCES[language]
@@ -282,11 +294,10 @@ RUNAWAYS = {  # language, source, limits, status, message
 def test_it_stops_a_runaway_tool_in_a_spare(tmp_path: Path, case: str) -> None:
     language, source, limits, status, message = RUNAWAYS[case]
     warm_up(tmp_path, language, limits=limits)
-    started = time.monotonic()
     outcome = run_tool(tmp_path, language, source, limits=limits)
     assert outcome.spare
+    # The message names the limit that stopped it (not a later one, nor the timeout).
     assert (outcome.status, texts(outcome)[: len(message)]) == (status, message)
-    assert time.monotonic() - started < limits.timeout + limits.grace_seconds + 3
 
 
 def test_it_cancels_a_run_in_a_spare(tmp_path: Path) -> None:
@@ -360,15 +371,15 @@ def test_a_forked_child_does_not_hold_up_a_spare(tmp_path: Path) -> None:
     warm_up(tmp_path, "typescript")
     ready_spare()
     child = os.fork()
-    if child == 0:  # holds copies of every inheritable and CLOEXEC descriptor for a while
-        time.sleep(8)
+    if child == 0:  # holds copies of every inheritable and CLOEXEC descriptor till killed
+        time.sleep(300)
         os._exit(0)
     try:
-        started = time.monotonic()
         outcome = run_tool(tmp_path, "typescript", ENV_TS)
         assert outcome.spare
+        # Held up by the child's copies, the run would end by its timeout, not succeed.
         assert outcome.status == SUCCEEDED
-        assert time.monotonic() - started < 4
+        assert os.waitpid(child, os.WNOHANG) == (0, 0)  # the child held them all along
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
@@ -385,7 +396,7 @@ def test_concurrent_runs_of_a_shape_leave_one_spare(tmp_path: Path) -> None:
         for thread in threads:
             thread.join()
     spare = ready_spare()
-    time.sleep(1)  # time for a second spare to (wrongly) replace it
+    keeper_idle()  # anything that would (wrongly) replace it has been done by now
     assert standby._keeper.spare is spare
     standby.discard_spare()
     assert not any((tmp_path / "runs").glob("spare-*"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import sqlite3
 import struct
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -498,10 +498,13 @@ def test_it_cancels_a_long_query(run_tool: ToolRunner, email_db: dict[str, str])
 
 # --- convert_audio_to_mp3 -----------------------------------------------------------------
 
-needs_ffmpeg = pytest.mark.skipif(
-    shutil.which("ffmpeg") is None and not os.environ.get("CI"),
-    reason="ffmpeg is not installed (apt-get install ffmpeg); CI always runs these tests",
-)
+
+@pytest.fixture
+def ffmpeg_installed() -> None:
+    require(shutil.which("ffmpeg") is None, "ffmpeg is not installed (apt-get install ffmpeg)")
+
+
+needs_ffmpeg = pytest.mark.usefixtures("ffmpeg_installed")
 
 
 def _write_wav(path: Path, seconds: float, rate: int = 44100, tone: bool = True) -> None:

@@ -124,7 +124,6 @@ def test_it_refuses_a_secret_on_the_command_line_without_echoing_it(db):
             ("searxng", "--type", "searxng", "--secret-stdin", "url"),
             "field 'url' is not secret: use --field url=VALUE",
         ),  # fmt: skip
-        (("searxng", "--type", "searxng", "--field", "url"), "--field needs NAME=VALUE"),
         (("searxng", "--type", "searxng"), "url: Base URL is required"),
         (
             ("searxng", "--type", "searxng", "--field", "url=not a url"),
@@ -140,6 +139,15 @@ def test_it_refuses_a_secret_on_the_command_line_without_echoing_it(db):
 )
 def test_it_exits_1_with_a_clear_message(db, args, expected):
     assert expected in fails(*args)
+    assert not Integration.objects.exists()
+
+
+@pytest.mark.parametrize("field", ["url", "=x", " =x"])
+def test_it_exits_2_on_a_malformed_field(db, field):
+    with pytest.raises(CommandError) as caught:
+        run("searxng", "--type", "searxng", "--field", field)
+    assert caught.value.returncode == 2
+    assert "--field needs NAME=VALUE" in str(caught.value)
     assert not Integration.objects.exists()
 
 
@@ -183,6 +191,9 @@ def test_it_runs_as_a_real_command_with_stdin_and_exit_codes(tmp_path):
     assert SECRET not in refused.stdout + refused.stderr + done.stdout + done.stderr
     usage = call("set_integration")
     assert usage.returncode == 2
+    malformed = call("set_integration", "apify", "--field", "token")
+    assert malformed.returncode == 2, malformed.stderr
+    assert "--field needs NAME=VALUE" in malformed.stderr
     raw = (tmp_path / "cli.sqlite3").read_bytes()
     for extra in tmp_path.glob("cli.sqlite3-*"):
         raw += extra.read_bytes()

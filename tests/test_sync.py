@@ -245,6 +245,16 @@ def test_the_command_exits_1_on_invalid_seed_tools(db, seed):
     assert excinfo.value.returncode == 1
 
 
+def test_the_command_exits_2_when_the_seed_folder_is_missing(db, tmp_path):
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as excinfo:
+        call_command("sync_tools", "--seed", str(tmp_path / "nope"), stdout=io.StringIO(),
+                     stderr=err)  # fmt: skip
+    assert excinfo.value.code == 2
+    assert f"--seed {tmp_path / 'nope'}: no such folder" in err.getvalue()
+    assert not Tool.objects.exists()
+
+
 def test_the_shipped_seed_tools_all_sync(db):
     lines = sync_tools(REPO / "seed" / "tools")
     assert {line.name for line in lines} >= {

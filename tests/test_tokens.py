@@ -13,6 +13,7 @@ from agent_api import REPO
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from tests.forms_support import submit
 from tools_app.models import AgentToken, AuditEvent
 from tools_app.models.tokens import hash_token
 
@@ -21,7 +22,9 @@ REGISTRY = "/api/v1/registry"
 
 
 def create(client: Client, name: str = "builder", scopes=("registry:read",)):
-    return client.post("/tokens/new/", {"name": name, "scopes": list(scopes)})
+    """Fill in the rendered "Create an agent token" form and press its button."""
+    changes = {"name": name, "scopes": list(scopes)}
+    return submit(client, "/tokens/new/", changes, button="Create token")
 
 
 def raw_token_in(response) -> str:
@@ -45,7 +48,7 @@ def test_it_refuses_viewers_and_developers(request, console_admin, role_client):
     token, _ = AgentToken.issue("existing", ["registry:read"], created_by=console_admin)
     assert client.get("/tokens/").status_code == 403
     assert client.get("/tokens/new/").status_code == 403
-    assert create(client).status_code == 403
+    assert client.post("/tokens/new/", {"name": "x", "scopes": ["sync:read"]}).status_code == 403
     assert client.post(f"/tokens/{token.pk}/revoke/").status_code == 403
     assert AgentToken.objects.count() == 1
     token.refresh_from_db()
@@ -109,7 +112,8 @@ def test_it_shows_a_new_token_exactly_once(console_admin_client, console_admin):
     ],
 )
 def test_it_rejects_a_bad_form_without_creating_a_token(console_admin_client, data, field):
-    response = console_admin_client.post("/tokens/new/", data)
+    response = submit(console_admin_client, "/tokens/new/", {"scopes": None, **data},
+                      button="Create token")  # fmt: skip
     assert response.status_code == 200
     assert response.context["form"].errors[field]
     assert not AgentToken.objects.exists()
@@ -136,7 +140,8 @@ def test_it_revokes_a_token_after_confirmation(console_admin_client, console_adm
     token.refresh_from_db()
     assert token.is_active  # a GET changes nothing
 
-    response = console_admin_client.post(f"/tokens/{token.pk}/revoke/", follow=True)
+    response = submit(console_admin_client, f"/tokens/{token.pk}/revoke/", button="Revoke token",
+                      follow=True)  # fmt: skip
     assert response.redirect_chain == [("/tokens/", 302)]
     assert "is revoked" in response.content.decode()
     token.refresh_from_db()

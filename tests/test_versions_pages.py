@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
+from tests.conftest import require
 from tests.editor_support import editor_data, form_data
 from tools_app.models import Tool, ToolVersion
 
@@ -90,10 +91,11 @@ def test_two_saves_from_the_same_base_one_wins_the_other_sees_the_conflict(
 def test_simultaneous_saves_in_threads_one_wins_and_no_version_is_lost(
     developer, console_admin, make_tool
 ):
-    if connection.vendor == "sqlite" and connection.settings_dict["NAME"].startswith(
-        "file:memorydb"
-    ):
-        pytest.skip("in-memory SQLite shares one cache between threads; run with a file DB")
+    require(
+        connection.vendor == "sqlite"
+        and connection.settings_dict["NAME"].startswith("file:memorydb"),
+        "in-memory SQLite shares one cache between threads; run with a file DB",
+    )
     make_tool("alpha", publish=False)
     clients = []
     for n, user in enumerate((developer, console_admin)):

@@ -140,7 +140,7 @@ def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):
     assert wait_for_run(long_run.pk, FINISHED, worker=worker).status == RunStatus.CANCELLED
 
 
-def test_it_cancels_a_running_run_within_six_seconds(worker, make_tool):
+def test_it_kills_a_tool_that_ignores_cancel_after_the_grace_period(worker, make_tool):
     # The tool ignores its abort signal: the runner's grace period then kills it.
     stubborn = make_tool(
         "stubborn",
@@ -156,13 +156,14 @@ def test_it_cancels_a_running_run_within_six_seconds(worker, make_tool):
     while not run.updates.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
 
-    began = time.monotonic()
     runs.cancel_run(run, Actor.system())
-    run = wait_for_run(run.pk, FINISHED, timeout=15, worker=worker)
+    run = wait_for_run(run.pk, FINISHED, worker=worker)
 
     assert run.status == RunStatus.CANCELLED
-    assert time.monotonic() - began < 6.5
     assert run.result["isError"] is True
+    # Killed at the end of the grace period, not left to sleep its 300 s.
+    text = run.result["content"][0]["text"]
+    assert "the tool ignored the abort signal and was killed after 5 s" in text, text
 
 
 def test_it_marks_the_run_of_a_killed_worker_lost(worker, make_tool, settings):

@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from conftest import in_ci, require
 from cryptography.fernet import Fernet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,15 +33,9 @@ REDIS_URL = os.environ.get("TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/15")
 READY_TIMEOUT = 90
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 def skip_or_fail(reason: str) -> None:
     """Skip locally; in CI a missing prerequisite is a failure, never a silent skip."""
-    if in_ci():
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
+    require(True, reason)
 
 
 def redis_reachable(url: str = REDIS_URL) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -15,6 +16,21 @@ from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 # A raw params document larger than this is refused before it is parsed.
 MAX_RAW_PARAMS = 1024 * 1024
 RAW_MODE_FIELD = "raw-json"
+NOT_UNICODE = "Not valid Unicode: it holds an unpaired surrogate or bytes that are not UTF-8."
+
+
+def undecodable_names(body: bytes) -> set[str]:
+    """The names of urlencoded values whose bytes are not UTF-8 (a lone surrogate, say).
+    Django decodes those with U+FFFD in their place; the API refuses the same text with a
+    422, so the form must refuse it too rather than run the tool with mangled input."""
+    names = set()
+    for pair in body.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        try:
+            unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError:
+            names.add(unquote_to_bytes(name.replace(b"+", b" ")).decode("utf-8", "replace"))
+    return names
 
 
 def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
@@ -61,6 +77,10 @@ class RunForm(forms.Form):
         last = last or {}
         for name, spec in manifest.inputs.items():
             self.fields[name] = field_for(spec, last.get(name))
+
+    def refuse_undecodable(self, names: set[str]) -> None:
+        for name in names & set(self.fields):
+            self.add_error(name, NOT_UNICODE)
 
     def params(self) -> dict[str, Any]:
         """The cleaned values as a params object: unset optional inputs are left out,
@@ -119,6 +139,10 @@ class RawParamsForm(forms.Form):
     def add_param_errors(self, errors: list[str]) -> None:
         for error in errors:
             self.add_error("params", error)
+
+    def refuse_undecodable(self, names: set[str]) -> None:
+        if "params" in names:
+            self.add_error("params", NOT_UNICODE)
 
 
 def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:

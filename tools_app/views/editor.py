@@ -325,7 +325,12 @@ def tool_diff(request: HttpRequest, name: str) -> HttpResponse:
     )
     numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
     if not form.is_valid():
-        context = {"tool": tool, "form": form, "numbers": numbers}
+        context = {
+            "tool": tool,
+            "form": form,
+            "numbers": numbers,
+            "highlight_css_version": rendering.pygments_css_hash(),
+        }
         return render(request, "editor/diff.html", context, status=400)
     a = get_object_or_404(ToolVersion, tool=tool, number=form.cleaned_data["a"])
     b = get_object_or_404(ToolVersion, tool=tool, number=form.cleaned_data["b"])

@@ -24,6 +24,7 @@ from tools_app.forms.runs import (
     RunFilterForm,
     RunForm,
     raw_initial,
+    undecodable_names,
 )
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunStatus, RunVia
@@ -75,6 +76,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "form": form,
         "raw": raw,
         "json_mode": json_mode,
+        "raw_mode_field": RAW_MODE_FIELD,
         "again": again,
         "access": integrations.secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
@@ -87,6 +89,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
 
 def _start(request: HttpRequest, version: ToolVersion, form: RunForm | RawParamsForm) -> Run | None:
     """Start the run the valid form describes; otherwise put the problems on the form."""
+    if request.content_type == "application/x-www-form-urlencoded":
+        form.refuse_undecodable(undecodable_names(request.body))
     if not form.is_valid():
         return None
     params = form.params() if isinstance(form, RunForm) else form.cleaned_data["params"]

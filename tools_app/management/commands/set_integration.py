@@ -125,7 +125,10 @@ class Command(BaseCommand):
             name, sep, value = item.partition("=")
             name = name.strip()
             if not sep or not name:
-                raise CommandError(f"--field needs NAME=VALUE, got {name or item[:40]!r}")
+                # Bad usage (exit 2), like a missing argument: nothing was looked up yet.
+                raise CommandError(
+                    f"--field needs NAME=VALUE, got {name or item[:40]!r}", returncode=2
+                )
             spec = by_name.get(name)
             if spec is None:
                 raise CommandError(

@@ -1,0 +1,274 @@
+"""The CONSOLE_* settings README documents do what it says. Settings are read when
+console.settings is imported, so each is tested in a fresh process started with the
+variable set: a `manage.py` command, or a short script that imports the settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, require
+from tests.test_seed_tools import _write_wav
+from tests.worker_fixtures import worker_database_url
+from tools_app.audit import Actor
+from tools_app.models import RunArtifact
+from tools_app.versions import save_version
+
+MANAGE = [sys.executable, str(REPO / "manage.py")]
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a fresh install: no CONSOLE_* variable but those given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSOLE_", "DATABASE_"))}
+    env.update(
+        CONSOLE_STATE_DIR=str(tmp_path / "state"),
+        DATA_PATH=str(tmp_path / "data"),
+        CONSOLE_SECRET_KEY="settings-test-key-" + "x" * 40,
+        DJANGO_SETTINGS_MODULE="console.settings",
+    )
+    env.update(extra)
+    return env
+
+
+def python(tmp_path: Path, code: str, **env: str) -> dict:
+    """Run `code` after django.setup() in a new process; it prints one JSON document."""
+    script = "import django, json\ndjango.setup()\n" + textwrap.dedent(code)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=clean_env(tmp_path, **env),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --- run limits and input folders: a real run, started by `manage.py run_tool` -------------
+
+
+def run_tool(tmp_path: Path, name: str, params: dict, **env: str) -> tuple[int, dict]:
+    database = worker_database_url()
+    require(database is None, "in-memory SQLite: a second process cannot see the test data")
+    done = subprocess.run(
+        [*MANAGE, "run_tool", name, "--params", json.dumps(params)],
+        env=clean_env(tmp_path, DATABASE_URL=database, **env),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def text_of(result: dict) -> str:
+    return "\n".join(block.get("text", "") for block in result["content"])
+
+
+HOLDS_200_MIB = """
+def execute(tool_call_id, params, signal, on_update):
+    keep = [bytearray(8 << 20) for _ in range(25)]
+    return {"content": [{"type": "text", "text": f"kept {len(keep) * 8} MiB"}]}
+"""
+# 60 processes: within the default (64, and a cgroup allows 32 more for runtime threads),
+# past 10 (a cgroup's 42).
+STARTS_60_PROCESSES = "for i in $(seq 1 60); do sleep 1 & done\nwait\necho all 60 ended\n"
+
+
+def publish(name: str, language: str, source: str) -> None:
+    from tests.conftest import tool_files
+
+    files = tool_files(name, language, source=source, extra={"timeout": 60})
+    save_version(name, files, actor=Actor.system(), publish=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runner_memory_mb_lowers_what_a_run_may_allocate(tmp_path):
+    publish("hog", "python", HOLDS_200_MIB)
+
+    code, default = run_tool(tmp_path, "hog", {})
+    assert code == 0 and text_of(default) == "kept 200 MiB", default
+
+    code, lowered = run_tool(tmp_path, "hog", {}, CONSOLE_RUNNER_MEMORY_MB="128")
+    assert code == 1
+    assert "ran out of memory (limit 128 MiB)" in text_of(lowered), lowered
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runner_max_processes_lowers_how_many_processes_a_run_may_start(tmp_path):
+    publish("forker", "bash", STARTS_60_PROCESSES)
+
+    code, default = run_tool(tmp_path, "forker", {})
+    assert code == 0 and "all 60 ended" in text_of(default), default
+
+    code, lowered = run_tool(tmp_path, "forker", {}, CONSOLE_RUNNER_MAX_PROCESSES="10")
+    assert code == 1
+    assert text_of(lowered) == (
+        "The tool exceeded the process limit (10 processes) and was stopped."
+    ), lowered
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tool_input_dirs_let_convert_audio_to_mp3_read_a_file_outside_its_folder(tmp_path):
+    from tools_app.sync import sync_tools
+
+    require(not _has_ffmpeg(), "ffmpeg is not installed (apt-get install ffmpeg)")
+    sync_tools(REPO / "seed" / "tools")
+    recordings = tmp_path / "recordings"
+    recordings.mkdir()
+    _write_wav(recordings / "meeting.wav", seconds=1)
+    params = {"input_path": str(recordings / "meeting.wav")}
+
+    code, hidden = run_tool(tmp_path, "convert_audio_to_mp3", params)
+    assert code == 1, hidden  # the sandbox does not show the host's folders by default
+
+    code, done = run_tool(
+        tmp_path, "convert_audio_to_mp3", params, CONSOLE_TOOL_INPUT_DIRS=str(recordings)
+    )
+    assert code == 0, done
+    assert f"Converted {recordings / 'meeting.wav'} to MP3." in text_of(done)
+    artifact = RunArtifact.objects.get(name="meeting.mp3")
+    stored = tmp_path / "state" / "artifacts" / artifact.path
+    assert stored.read_bytes()[:3] == b"ID3" and artifact.size == stored.stat().st_size
+    assert (recordings / "meeting.wav").exists() and not (recordings / "meeting.mp3").exists()
+
+
+def _has_ffmpeg() -> bool:
+    import shutil
+
+    return shutil.which("ffmpeg") is not None
+
+
+# --- web settings: a Django test client in a fresh process ---------------------------------
+
+LOGIN_PAGE = """
+from django.test import Client
+client = Client(enforce_csrf_checks=True)
+page = client.get("/accounts/login/", HTTP_HOST="{host}")
+"""
+
+
+def test_secure_cookies_marks_the_session_and_csrf_cookies_secure(tmp_path):
+    code = LOGIN_PAGE.format(host="127.0.0.1") + textwrap.dedent("""
+        from django.conf import settings
+        print(json.dumps({"csrf": bool(page.cookies["csrftoken"]["secure"]),
+                          "session": settings.SESSION_COOKIE_SECURE}))
+    """)
+    assert python(tmp_path, code) == {"csrf": False, "session": False}
+    assert python(tmp_path, code, CONSOLE_SECURE_COOKIES="true") == {"csrf": True, "session": True}
+
+
+def test_allowed_hosts_decides_which_host_names_are_served(tmp_path):
+    code = textwrap.dedent("""
+        from django.test import Client
+        client = Client()
+        print(json.dumps({host: client.get("/accounts/login/", HTTP_HOST=host).status_code
+                          for host in ("127.0.0.1", "console.example.org")}))
+    """)
+    assert python(tmp_path, code) == {"127.0.0.1": 200, "console.example.org": 400}
+    only = python(tmp_path, code, CONSOLE_ALLOWED_HOSTS="console.example.org")
+    assert only == {"127.0.0.1": 400, "console.example.org": 200}
+
+
+def test_csrf_trusted_origins_admits_a_proxys_origin(db, tmp_path):
+    # A TLS proxy in front of the console: the browser posts from https://console.example.org
+    # while the console sees plain HTTP. Django refuses that Origin unless it is trusted.
+    code = LOGIN_PAGE.format(host="console.example.org") + textwrap.dedent("""
+        token = page.cookies["csrftoken"].value
+        answer = client.post(
+            "/accounts/login/",
+            {"username": "x", "password": "y", "csrfmiddlewaretoken": token},
+            HTTP_HOST="console.example.org",
+            HTTP_ORIGIN="https://console.example.org",
+        )
+        print(json.dumps(answer.status_code))
+    """)
+    hosts = {"CONSOLE_ALLOWED_HOSTS": "console.example.org"}
+    url = worker_database_url()
+    require(url is None, "in-memory SQLite: a second process cannot see the test database")
+    assert python(tmp_path, code, DATABASE_URL=url, **hosts) == 403
+    trusted = python(
+        tmp_path,
+        code,
+        DATABASE_URL=url,
+        CONSOLE_CSRF_TRUSTED_ORIGINS="https://console.example.org",
+        **hosts,
+    )
+    assert trusted == 200  # the form again, with "didn't match": the CSRF check passed
+
+
+def test_debug_shows_djangos_technical_pages_only_when_set(tmp_path):
+    code = textwrap.dedent("""
+        from django.conf import settings
+        from django.test import Client
+        page = Client().get("/no-such-page/", HTTP_HOST="127.0.0.1")
+        print(json.dumps({"debug": settings.DEBUG, "technical": b"URLconf" in page.content}))
+    """)
+    assert python(tmp_path, code) == {"debug": False, "technical": False}
+    assert python(tmp_path, code, CONSOLE_DEBUG="true") == {"debug": True, "technical": True}
+
+
+def test_db_conn_max_age_sets_how_long_connections_are_kept(tmp_path):
+    code = """
+        from django.db import connection
+        print(json.dumps(connection.settings_dict["CONN_MAX_AGE"]))
+    """
+    assert python(tmp_path, code) == 60
+    assert python(tmp_path, code, CONSOLE_DB_CONN_MAX_AGE="0") == 0
+
+
+def test_log_level_hides_messages_below_it(tmp_path):
+    script = textwrap.dedent("""
+        import django, logging
+        django.setup()
+        logging.getLogger("tools_app").info("an info line")
+        logging.getLogger("tools_app").warning("a warning line")
+    """)
+
+    def stderr(**env: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            env=clean_env(tmp_path, **env),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    default = stderr()
+    assert "an info line" in default and "a warning line" in default
+    quiet = stderr(CONSOLE_LOG_LEVEL="WARNING")
+    assert "an info line" not in quiet and "a warning line" in quiet
+
+
+def test_the_generated_secret_key_is_private_and_kept(tmp_path):
+    code = """
+        from django.conf import settings
+        print(json.dumps(settings.SECRET_KEY))
+    """
+    first = python(tmp_path, code, CONSOLE_SECRET_KEY="")
+    path = tmp_path / "state" / "secret_key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text().strip() == first and len(first) >= 50
+    assert python(tmp_path, code, CONSOLE_SECRET_KEY="") == first  # read, not replaced
+
+
+def test_hypothesis_is_derandomized_in_ci():
+    """A property-test failure in CI must be reproducible: same examples every run."""
+    import hypothesis
+
+    from tests.conftest import in_ci
+
+    require(not in_ci(), "only CI derandomizes (locally Hypothesis explores)")
+    assert hypothesis.settings.default.derandomize is True
