@@ -142,7 +142,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     web = subprocess.Popen(
         [
             bin_dir / "gunicorn",
-            "console.wsgi",
+            "console.asgi:application",
             "--config",
             ROOT / "console" / "gunicorn.conf.py",
             "--bind",
