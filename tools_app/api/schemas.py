@@ -15,6 +15,7 @@ class Format(StrEnum):
 
     native = "native"
     openai = "openai"
+    openai_responses = "openai-responses"
     anthropic = "anthropic"
     mcp = "mcp"
 
