@@ -4,7 +4,8 @@ One router per area, each with the token scope it needs:
 
 - registry.py: registry, tool and version endpoints (`registry:read`);
 - sync.py: the sync manifest and version bundles (`sync:read`);
-- runs.py: invoke, run status, cancel and artifacts (`tools:invoke`).
+- runs.py: invoke, run status, cancel and artifacts (`tools:invoke`);
+- env.py: the env bridge, off unless CONSOLE_ENV_BRIDGE=on (`secrets:read`).
 
 A new area is a module with its own `Router(auth=TokenAuth(<scope>))`, added below.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from tools_app.api import errors, registry, runs, sync
+from tools_app.api import env, errors, registry, runs, sync
 
 api = NinjaAPI(
     title="Tool Console agent API",
@@ -36,3 +37,4 @@ errors.install(api)
 api.add_router("/v1", registry.router)
 api.add_router("/v1", sync.router)
 api.add_router("/v1", runs.router)
+api.add_router("/v1", env.router)
