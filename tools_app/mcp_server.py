@@ -12,19 +12,29 @@ progress token, and the run's result becomes the CallToolResult. When the client
 (`notifications/cancelled`, or closing the request's stream) the SDK cancels the handler,
 which cancels the run: the worker stops the tool and kills its process group.
 
+The session manager runs stateless: no request depends on an earlier one reaching the
+same web worker, so any number of gunicorn workers serve /mcp. Handshake-era clients
+cancel with a separate `notifications/cancelled` POST, which may land in another worker
+than the call: each call in flight is noted as a file in STATE_DIR/mcp-calls (shared by
+the workers of one host), and the notification cancels the runs noted for its token and
+request id.
+
 Every database access runs in a worker thread (Django's ORM is synchronous)."""
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -34,6 +44,7 @@ from pydantic import ValidationError
 
 from tools_app import runs, schema, toolmd
 from tools_app.api import auth
+from tools_app.api.conditional import published_revision
 from tools_app.audit import Actor
 from tools_app.models import Run, RunUpdate, Tool
 from tools_app.models.runs import FINISHED, RunVia
@@ -108,7 +119,22 @@ def annotations(manifest: toolmd.Manifest) -> dict[str, Any]:
     return hints
 
 
+# (registry revision, its tools): building 1,000 Tool models is most of a tools/list, and
+# the list only changes with the revision (the registry's ETag source).
+_listed: tuple[str, list[types.Tool]] = ("", [])
+
+
 def list_published() -> list[types.Tool]:
+    global _listed
+    revision = published_revision()
+    if _listed[0] == revision:
+        return _listed[1]
+    tools = _build_list()
+    _listed = (revision, tools)
+    return tools
+
+
+def _build_list() -> list[types.Tool]:
     rows = (
         Tool.objects.published()
         .order_by("name")
@@ -178,6 +204,51 @@ def call_result(result: dict | None, status: str) -> types.CallToolResult:
         )
 
 
+def calls_dir() -> Path:
+    return Path(settings.STATE_DIR) / "mcp-calls"
+
+
+def call_key(token: Any, request_id: Any) -> str:
+    """A file-name-safe key for (token, request id): request ids are the client's."""
+    raw = json.dumps([str(token.pk), request_id], default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()[:40]
+
+
+def note_call(token: Any, request_id: Any, run_id: Any) -> Path | None:
+    if request_id is None:
+        return None
+    folder = calls_dir()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = folder / f"{call_key(token, request_id)}.{run_id}"
+    path.touch()
+    return path
+
+
+def cancel_noted(token: Any, request_id: Any, ip: str | None) -> int:
+    """Cancel the runs noted for this token's request `request_id`; a run is only ever
+    cancelled for the token that started it, whatever the folder holds."""
+    cancelled = 0
+    for path in calls_dir().glob(f"{call_key(token, request_id)}.*"):
+        run_id = path.name.split(".", 1)[1]
+        try:
+            run = Run.objects.select_related("tool").filter(pk=run_id, token=token).first()
+        except (ValueError, ValidationError, DjangoValidationError):
+            continue
+        if run is not None and not run.is_finished:
+            cancelled += runs.cancel_run(run, Actor(token=token, ip=ip))
+    return cancelled
+
+
+async def on_cancelled(ctx: Any, params: types.CancelledNotificationParams) -> None:
+    """A handshake-era cancel, perhaps for a call another web worker serves."""
+    token = current_token.get()
+    if token is None or params.request_id is None or not token.has_scope(Scope.TOOLS_INVOKE):
+        return
+    # Shielded: the notification's own request ends (202) at once, which would cancel this.
+    with anyio.CancelScope(shield=True):
+        await in_thread(cancel_noted, token, params.request_id, current_ip.get())
+
+
 async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
     token = _require(Scope.TOOLS_INVOKE)
     ip = current_ip.get()
@@ -187,7 +258,9 @@ async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         # A tool error, not a protocol error, so the model sees it and can correct itself.
         text = "Invalid arguments:\n" + "\n".join(exc.errors)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    noted = None
     try:
+        noted = await in_thread(note_call, token, ctx.request_id, run.pk)
         return await follow(ctx, run.pk)
     except BaseException:
         # Cancelled by the client (notification or closed stream) or the server stopping:
@@ -198,6 +271,9 @@ async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
             except Exception:
                 logger.exception("could not cancel run %s after its MCP call ended", run.pk)
         raise
+    finally:
+        if noted is not None:
+            noted.unlink(missing_ok=True)
 
 
 async def follow(ctx: Any, run_id: Any) -> types.CallToolResult:
@@ -221,7 +297,7 @@ async def follow(ctx: Any, run_id: Any) -> types.CallToolResult:
 
 
 def build_server() -> Server:
-    return Server(
+    server = Server(
         "tool-console",
         version="1",
         title="Tool Console",
@@ -232,6 +308,10 @@ def build_server() -> Server:
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
+    server.add_notification_handler(
+        "notifications/cancelled", types.CancelledNotificationParams, on_cancelled
+    )
+    return server
 
 
 def transport_security() -> TransportSecuritySettings:
@@ -250,7 +330,7 @@ def transport_security() -> TransportSecuritySettings:
 
 server = build_server()
 session_manager = StreamableHTTPSessionManager(
-    app=server, security_settings=transport_security(), json_response=False
+    app=server, security_settings=transport_security(), json_response=False, stateless=True
 )
 asgi_app = StreamableHTTPASGIApp(session_manager)
 
