@@ -218,6 +218,19 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
     session stays open until the run has ended, so only the cancel itself can end it."""
     make_tool("stubborn", language="python", source=STUBBORN_PY)
     _, raw = token()
+    _, other = token()
+
+    def others_cancel() -> Run:
+        """Another agent's cancels, for every request id the call may have: ignored."""
+        for request_id in range(10):
+            body = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+            body["params"] = {"requestId": request_id}
+            headers = {"Authorization": f"Bearer {other}", "MCP-Protocol-Version": "2025-06-18"}
+            headers["Accept"] = "application/json, text/event-stream"
+            response = httpx.post(f"{live}/mcp", json=body, headers=headers, timeout=10)
+            assert response.status_code == 202, response.text
+        time.sleep(1)  # let a wrongly honoured cancel land (never a timing assertion)
+        return Run.objects.get()
 
     def cancelled_run() -> tuple[Run, float]:
         began = time.monotonic()
@@ -234,11 +247,13 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
             tg.start_soon(lambda: client.call_tool("stubborn", {}, progress_callback=on_progress))
             with anyio.fail_after(60):
                 await started.wait()
+            untouched = await anyio.to_thread.run_sync(others_cancel)
             tg.cancel_scope.cancel()
-        return await anyio.to_thread.run_sync(cancelled_run)
+        return untouched, *await anyio.to_thread.run_sync(cancelled_run)
 
-    run, waited = mcp_call(live, raw, go, mode)
+    untouched, run, waited = mcp_call(live, raw, go, mode)
 
+    assert untouched.status == RunStatus.RUNNING and not untouched.cancel_requested
     assert run.status == RunStatus.CANCELLED
     assert waited < 10
     assert tool_processes() == []
