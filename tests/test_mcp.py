@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -196,6 +197,25 @@ def test_it_runs_a_call_with_progress_through_the_run_path(live, make_tool, mode
     assert AuditEvent.objects.filter(action="run.start", actor="token:mcp-agent").exists()
 
 
+def test_it_answers_an_unknown_tool_with_a_protocol_error(live, make_tool):
+    make_tool("drafty", language="python", publish=False)
+    _, raw = token()
+
+    async def go(client):
+        errors = []
+        for name in ("nope", "drafty", "a\x00b", "../x", "x" * 5000):
+            try:
+                await client.call_tool(name, {})
+            except MCPError as exc:
+                errors.append(exc.message)
+        return errors
+
+    errors = mcp_call(live, raw, go)
+
+    assert len(errors) == 5 and all("no published tool" in e for e in errors), errors
+    assert not Run.objects.exists()
+
+
 def test_it_reports_bad_arguments_as_a_tool_error(live, make_tool):
     make_tool("greet", language="python", inputs=NAME, source=PROGRESS_PY)
     _, raw = token()
@@ -230,11 +250,17 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
             response = httpx.post(f"{live}/mcp", json=body, headers=headers, timeout=10)
             assert response.status_code == 202, response.text
         time.sleep(1)  # let a wrongly honoured cancel land (never a timing assertion)
-        return Run.objects.get()
+        try:
+            return Run.objects.get()
+        finally:
+            connection.close()  # this thread's own connection
 
     def cancelled_run() -> tuple[Run, float]:
         began = time.monotonic()
-        run = wait_for_run(Run.objects.get().pk, FINISHED, timeout=10)
+        try:
+            run = wait_for_run(Run.objects.get().pk, FINISHED, timeout=10)
+        finally:
+            connection.close()  # this thread's own connection
         return run, time.monotonic() - began
 
     async def go(client):

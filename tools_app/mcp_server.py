@@ -153,7 +153,11 @@ async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -
 
 
 def start(name: str, arguments: dict[str, Any], token: Any, ip: str | None) -> Run:
-    tool = Tool.objects.published().select_related("published_version").filter(name=name).first()
+    # The name is checked before any query (PostgreSQL refuses NUL bytes in one).
+    tool = None
+    if toolmd.NAME_RE.fullmatch(name):
+        tool = Tool.objects.published().select_related("published_version").filter(name=name)
+        tool = tool.first()
     if tool is None or tool.published_version is None:
         raise MCPError(types.INVALID_PARAMS, f"no published tool is named {name[:100]!r}")
     return runs.start_run(
