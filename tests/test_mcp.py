@@ -357,3 +357,22 @@ def test_mcp_inspector_cli_lists_the_tools(live, make_tool, tmp_path):
     listed = json.loads(out.stdout)
     assert [t["name"] for t in listed["tools"]] == ["greet"]
     assert listed["tools"][0]["inputSchema"]["required"] == ["name"]
+
+
+def test_it_drops_call_notes_left_by_a_dead_web_worker(settings, tmp_path, monkeypatch):
+    from tools_app import mcp_server
+
+    settings.STATE_DIR = tmp_path
+    agent, _ = token()
+    folder = mcp_server.calls_dir()
+    folder.mkdir(parents=True)
+    stale, fresh = folder / "stale.x", folder / "fresh.y"
+    stale.touch()
+    fresh.touch()
+    old = time.time() - mcp_server.STALE_NOTE_SECONDS - 60
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(mcp_server, "_next_prune", 0.0)
+
+    note = mcp_server.note_call(agent, 7, "run-id")
+
+    assert not stale.exists() and fresh.exists() and note.exists()

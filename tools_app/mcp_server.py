@@ -23,10 +23,12 @@ Every database access runs in a worker thread (Django's ORM is synchronous)."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -218,14 +220,34 @@ def call_key(token: Any, request_id: Any) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
+# A note is removed when its call ends; one left by a web worker that died mid-call is
+# removed after this long (longer than any run: timeouts are at most 900 s).
+STALE_NOTE_SECONDS = 3600
+_next_prune = 0.0
+
+
 def note_call(token: Any, request_id: Any, run_id: Any) -> Path | None:
     if request_id is None:
         return None
     folder = calls_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prune_notes(folder)
     path = folder / f"{call_key(token, request_id)}.{run_id}"
     path.touch()
     return path
+
+
+def prune_notes(folder: Path) -> None:
+    """At most every ten minutes per process, drop notes older than STALE_NOTE_SECONDS."""
+    global _next_prune
+    now = time.time()
+    if now < _next_prune:
+        return
+    _next_prune = now + 600
+    for path in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < now - STALE_NOTE_SECONDS:
+                path.unlink()
 
 
 def cancel_noted(token: Any, request_id: Any, ip: str | None) -> int:
