@@ -163,7 +163,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         "web server (gunicorn)",
         [
             bin_dir / "gunicorn",
-            "console.wsgi",
+            "console.asgi:application",
             "--config",
             ROOT / "console" / "gunicorn.conf.py",
             "--bind",

@@ -304,7 +304,7 @@ def smoke(topo: Topology) -> None:
 
     topo.start(
         "web",
-        [py, "-m", "gunicorn", "console.wsgi", "-c", "console/gunicorn.conf.py"]
+        [py, "-m", "gunicorn", "console.asgi:application", "-c", "console/gunicorn.conf.py"]
         + ["--bind", f"127.0.0.1:{topo.port}"],
     )
     for name in ("worker1", "worker2"):

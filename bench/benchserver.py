@@ -48,7 +48,7 @@ def start_gunicorn(
     log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
     argv = [
         str(Path(sys.executable).with_name("gunicorn")),
-        "console.wsgi",
+        "console.asgi:application",
         "-c",
         "console/gunicorn.conf.py",
         "--workers",

@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from benchserver import REPO, console_env, free_port, start_gunicorn, stop, wait_until_up
 
@@ -148,12 +149,13 @@ Call it with a query.
     return {"TOOL.md": toolmd.encode(), "index.ts": entry.encode()}
 
 
-def fetch(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+def fetch(port: int, path: str, headers: dict[str, str]) -> tuple[int, Any, bytes]:
+    """(status, headers looked up case-insensitively (uvicorn sends them lower-case), body)"""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request("GET", path, headers=headers)
         response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
+        return response.status, response.headers, response.read()
     finally:
         conn.close()
 

@@ -1,7 +1,83 @@
-import os
+"""The console's one ASGI application: MCP at /mcp, Django (WSGI, in threads) elsewhere.
 
-from django.core.asgi import get_asgi_application
+Gunicorn serves it with uvicorn workers (console/gunicorn.conf.py). Django stays a WSGI
+app run in a pool of CONSOLE_WEB_THREADS threads per worker, as under gunicorn's gthread
+workers before: its views are synchronous, and Django's own ASGI handler would run them
+all in one thread per process, so a 30 s long poll would hold up every other request.
+The MCP app is asynchronous and holds a call open without holding a thread."""
+
+from __future__ import annotations
+
+import json
+import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
-application = get_asgi_application()
+from a2wsgi import WSGIMiddleware  # noqa: E402
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+
+django_app = WSGIMiddleware(
+    get_wsgi_application(), workers=int(os.getenv("CONSOLE_WEB_THREADS", "4"))
+)
+
+from tools_app import mcp_server  # noqa: E402  (needs the apps loaded)
+from tools_app.models.tokens import Scope  # noqa: E402
+
+MCP_PATHS = ("/mcp", "/mcp/")
+MCP_SCOPES = (Scope.REGISTRY_READ, Scope.TOOLS_INVOKE)
+
+
+async def application(scope, receive, send) -> None:
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+    elif scope["type"] == "http" and scope["path"] in MCP_PATHS:
+        await mcp(scope, receive, send)
+    else:
+        await django_app(scope, receive, send)
+
+
+async def lifespan(receive, send) -> None:
+    """Runs the MCP session manager for as long as the server does."""
+    message = await receive()
+    assert message["type"] == "lifespan.startup"
+    try:
+        async with mcp_server.session_manager.run():
+            await send({"type": "lifespan.startup.complete"})
+            message = await receive()
+            assert message["type"] == "lifespan.shutdown"
+    except BaseException as exc:
+        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+        raise
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+async def mcp(scope, receive, send) -> None:
+    """Authenticate the agent token, then hand the request to the SDK. Refusals are the
+    API's JSON errors, before any MCP session exists."""
+    headers = {key.decode("latin-1").lower(): value for key, value in scope["headers"]}
+    header = headers.get("authorization", b"").decode("latin-1").strip()
+    scheme, _, raw = header.partition(" ")
+    if not header:
+        return await refuse(send, 401, "missing token", "send 'Authorization: Bearer <token>'")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return await refuse(send, 401, "malformed Authorization header", "use 'Bearer <token>'")
+    token = await mcp_server.in_thread(mcp_server.authenticate, raw.strip())
+    if token is None:
+        return await refuse(send, 401, "invalid token", "the token is unknown or was revoked")
+    if not any(token.has_scope(s) for s in MCP_SCOPES):
+        return await refuse(
+            send, 403, "missing scope", "MCP needs 'registry:read' or 'tools:invoke'"
+        )
+    client = scope.get("client") or (None, None)
+    mcp_server.current_token.set(token)
+    mcp_server.current_ip.set(client[0])
+    await mcp_server.asgi_app(scope, receive, send)
+
+
+async def refuse(send, status: int, error: str, detail: str) -> None:
+    body = json.dumps({"error": error, "detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="tool-console"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

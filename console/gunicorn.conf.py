@@ -1,10 +1,14 @@
-"""Gunicorn settings for Tool Console. Seed sync runs once per server start, before workers
-fork; it is idempotent and safe when several servers start at once."""
+"""Gunicorn settings for Tool Console: `gunicorn console.asgi:application -c
+console/gunicorn.conf.py`. Uvicorn workers serve the ASGI app (MCP at /mcp, Django in a
+pool of CONSOLE_WEB_THREADS threads per worker, see console/asgi.py). Seed sync runs once
+per server start, before workers fork; it is idempotent and safe when several servers
+start at once."""
 
 import os
 
 workers = int(os.getenv("WEB_CONCURRENCY", "2"))
-threads = int(os.getenv("CONSOLE_WEB_THREADS", "4"))
+# Django's thread pool size is read by console/asgi.py from CONSOLE_WEB_THREADS.
+worker_class = "uvicorn_worker.UvicornWorker"
 timeout = 60
 accesslog = "-"
 # The access log must never carry query strings with secrets; ours never put them there,

@@ -245,6 +245,10 @@ RUNNER_DISK_MB = envint("CONSOLE_RUNNER_DISK_MB", "512")
 RUN_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_RUN_HEARTBEAT_SECONDS", "5"))
 # Host folders every tool may read (read-only), e.g. where audio files to convert live.
 TOOL_INPUT_DIRS = envlist("CONSOLE_TOOL_INPUT_DIRS", "")
+
+# The env bridge (GET /api/v1/env, scope secrets:read) hands integration values to agents
+# that run tools themselves; off unless set to "on".
+CONSOLE_ENV_BRIDGE = os.getenv("CONSOLE_ENV_BRIDGE", "off").strip().lower() == "on"
 RUN_LOST_AFTER_SECONDS = envint("CONSOLE_RUN_LOST_AFTER_SECONDS", "30")
 # Egress exceptions (tools_app/egress.py): comma-separated CIDR, host:port or CIDR:port.
 TOOL_NETWORK_ALLOW = os.getenv("CONSOLE_TOOL_NETWORK_ALLOW", "")

@@ -41,6 +41,7 @@ def entry_schema(entry: dict, fmt: str) -> dict:
     return {
         "native": lambda e: e["input_schema"],
         "openai": lambda e: e["function"]["parameters"],
+        "openai-responses": lambda e: e["parameters"],
         "anthropic": lambda e: e["input_schema"],
         "mcp": lambda e: e["inputSchema"],
     }[fmt](entry)

@@ -309,8 +309,21 @@ def test_it_never_reveals_a_canary_secret(
     assert any(u.startswith("/api/v1/") for u in api_urls)
     for url in api_urls:
         checked[f"API GET {url}"] = body(api.get(url))
-    for fmt in ("native", "openai", "anthropic", "mcp"):
+    for fmt in ("native", "openai", "openai-responses", "anthropic", "mcp"):
         checked[f"API registry {fmt}"] = body(api.get(f"/api/v1/registry?format={fmt}"))
+
+    # The env bridge: the one answer that carries the secrets, only to a secrets:read
+    # token and only when it is on. Every other token, and the bridge off, get nothing.
+    settings.CONSOLE_ENV_BRIDGE = True
+    checked["API env, token without secrets:read"] = body(api.get("/api/v1/env?tools=leaky"))
+    _, raw_secrets = AgentToken.issue("canary-env", ["secrets:read"])
+    env_api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_secrets}")
+    bridged = env_api.get("/api/v1/env?tools=leaky")
+    assert bridged.status_code == 200
+    assert bridged.json()["env"]["SEARXNG_TOKEN"] == CANARY_FORM
+    assert bridged.json()["env"]["APIFY_TOKEN"] == CANARY_CLI
+    settings.CONSOLE_ENV_BRIDGE = False
+    checked["API env, bridge off"] = body(env_api.get("/api/v1/env?tools=leaky"))
 
     # Django admin: the index, and the list, add and change pages of every model.
     superuser = User.objects.create_superuser("root", "root@example.com", "pw-for-tests-only")

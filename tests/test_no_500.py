@@ -673,6 +673,7 @@ def world(make_tool, nobody, viewer, developer, console_admin, settings, monkeyp
         "app_label": "tools_app",
         "url": "nowhere/",
         "rest": "v1/nowhere",
+        "page": "mcp",
     }
     values = common | {
         "run_id": str(run.pk),

@@ -41,10 +41,11 @@ def test_it_serves_an_openapi_document_listing_the_agent_endpoints(openapi):
     assert scheme == {"type": "http", "scheme": "bearer"}
 
 
-def test_it_documents_the_format_parameter(openapi):
-    (param,) = openapi["paths"]["/api/v1/registry"]["get"]["parameters"]
+def test_it_documents_the_format_and_strict_parameters(openapi):
+    param, strict = openapi["paths"]["/api/v1/registry"]["get"]["parameters"]
     assert param["name"] == "format"
     assert param["in"] == "query"
+    assert strict["name"] == "strict" and strict["schema"]["type"] == "boolean"
     enum = openapi["components"]["schemas"]["Format"]["enum"]
     assert enum == list(FORMATS) == [f.value for f in Format]
 

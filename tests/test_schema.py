@@ -142,7 +142,7 @@ def test_it_gives_json_for_every_format(manifest: Manifest, fmt: str) -> None:
 
 
 def test_it_refuses_an_unknown_format(manifest: Manifest) -> None:
-    with pytest.raises(ValueError, match="native, openai, anthropic, mcp"):
+    with pytest.raises(ValueError, match="native, openai, openai-responses, anthropic, mcp"):
         tool_entry(manifest, fmt="gemini")
 
 

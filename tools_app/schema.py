@@ -4,12 +4,19 @@ Registry formats (DESIGN.md section 6, `?format=`):
 
 - native: every manifest field plus `input_schema`, plus any `extra` (e.g. sha256);
 - openai: a Chat Completions tool, `{"type": "function", "function": {...}}`;
+- openai-responses: a Responses API function tool, flat:
+  `{"type": "function", "name", "description", "parameters", "strict"}`;
 - anthropic: a Messages API tool, `{"name", "description", "input_schema"}`;
 - mcp: an MCP `Tool`, `{"name", "title", "description", "inputSchema"}`; `extra` goes
   into `_meta`, MCP's place for such data.
 
 OpenAI and Anthropic get the schema without `$schema` and never `extra`: their APIs
 refuse fields they do not know.
+
+`strict=True` (the openai formats only) makes the schema fit OpenAI's strict mode: every
+property required, optional ones nullable (`null` means "not given": validate_params drops
+it), `additionalProperties: false`, and no `default`/`writeOnly` (strict mode refuses them;
+the default is stated in the description instead).
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from jsonschema.exceptions import ValidationError
 from tools_app.toolmd import InputSpec, Manifest
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
-FORMATS = ("native", "openai", "anthropic", "mcp")
+FORMATS = ("native", "openai", "openai-responses", "anthropic", "mcp")
+STRICT_FORMATS = ("openai", "openai-responses")
 _JSON_TYPES = {"string": "string", "number": "number", "integer": "integer"}
 _JSON_TYPES |= {"boolean": "boolean", "enum": "string"}
 
@@ -56,11 +64,37 @@ def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "$schema"}
 
 
+def strict_schema(manifest: Manifest) -> dict[str, Any]:
+    """The input schema in OpenAI's strict form (see the module docstring)."""
+    properties = {}
+    for name, spec in manifest.inputs.items():
+        prop = _property(spec)
+        prop.pop("writeOnly", None)
+        if "default" in prop:
+            default = prop.pop("default")
+            prop["description"] = f"{prop['description']} Default: {default!r}.".strip()
+        if spec.optional:
+            prop["type"] = [prop["type"], "null"]
+            if "enum" in prop:
+                prop["enum"] = [*prop["enum"], None]
+        properties[name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(manifest.inputs),
+        "additionalProperties": False,
+    }
+
+
 def tool_entry(
-    manifest: Manifest, *, fmt: str, extra: dict[str, Any] | None = None
+    manifest: Manifest, *, fmt: str, extra: dict[str, Any] | None = None, strict: bool = False
 ) -> dict[str, Any]:
-    """One tool as the registry lists it in format `fmt` (one of FORMATS)."""
+    """One tool as the registry lists it in format `fmt` (one of FORMATS); `strict` only
+    with STRICT_FORMATS."""
+    if strict and fmt not in STRICT_FORMATS:
+        raise ValueError(f"strict applies to the {' and '.join(STRICT_FORMATS)} formats only")
     schema = input_schema(manifest)
+    parameters = strict_schema(manifest) if strict else _without_dialect(schema)
     if fmt == "native":
         return {
             "name": manifest.name,
@@ -78,9 +112,19 @@ def tool_entry(
         function = {
             "name": manifest.name,
             "description": manifest.description,
-            "parameters": _without_dialect(schema),
+            "parameters": parameters,
         }
+        if strict:
+            function["strict"] = True
         return {"type": "function", "function": function}
+    if fmt == "openai-responses":
+        return {
+            "type": "function",
+            "name": manifest.name,
+            "description": manifest.description,
+            "parameters": parameters,
+            "strict": strict,
+        }
     if fmt == "anthropic":
         return {
             "name": manifest.name,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools_app.views import editor, integrations, runs, system, tokens, tools
+from tools_app.views import docs, editor, integrations, runs, system, tokens, tools
 
 urlpatterns = [
     # Tools: browse (tools_app/views/tools.py)
@@ -27,6 +27,9 @@ urlpatterns = [
     path("tools/<str:name>/disable/", editor.tool_disable, name="tool_disable"),
     path("tools/<str:name>/enable/", editor.tool_enable, name="tool_enable"),
     path("tools/<str:name>/", tools.tool_detail, name="tool"),
+    # Documentation (tools_app/views/docs.py, docs/*.md)
+    path("docs/", docs.docs_index, name="docs"),
+    path("docs/<slug:page>/", docs.docs_page, name="docs_page"),
     # Runs (tools_app/views/runs.py)
     path("tools/<str:name>/run/", runs.tool_run, name="tool_run"),
     path("runs/", runs.run_list, name="runs"),

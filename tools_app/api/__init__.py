@@ -6,6 +6,7 @@ One router per area, each with the token scope it needs:
 - sync.py: the sync manifest and version bundles (`sync:read`);
 - runs.py: invoke, run status, cancel and artifacts (`tools:invoke`);
 - health.py: readiness (any token, or an admin's session).
+- env.py: the env bridge, off unless CONSOLE_ENV_BRIDGE=on (`secrets:read`).
 
 A new area is a module with its own `Router(auth=TokenAuth(<scope>))`, added below.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from tools_app.api import errors, health, registry, runs, sync
+from tools_app.api import env, errors, health, registry, runs, sync
 
 api = NinjaAPI(
     title="Tool Console agent API",
@@ -39,3 +40,4 @@ api.add_router("/v1", registry.router)
 api.add_router("/v1", sync.router)
 api.add_router("/v1", runs.router)
 api.add_router("/v1", health.router)
+api.add_router("/v1", env.router)

@@ -43,6 +43,17 @@ FORMAT_PARAMETER = {
     "description": "Entry format: " + ", ".join(FORMAT_VALUES),
     "schema": {"type": "string", "enum": list(FORMAT_VALUES), "default": "native"},
 }
+STRICT_PARAMETER = {
+    "in": "query",
+    "name": "strict",
+    "required": False,
+    "description": (
+        "OpenAI strict mode (formats openai and openai-responses only): every input "
+        "required, optional ones nullable (null means not given), additionalProperties false"
+    ),
+    "schema": {"type": "boolean", "default": False},
+}
+STRICT_VALUES = {"true": True, "1": True, "false": False, "0": False}
 
 
 @router.get(
@@ -50,15 +61,17 @@ FORMAT_PARAMETER = {
     response={200: RegistryOut, 304: None, **ERRORS},
     url_name="registry",
     summary="Published, enabled tools with the JSON Schema of their inputs",
-    openapi_extra={"parameters": [FORMAT_PARAMETER]},
+    openapi_extra={"parameters": [FORMAT_PARAMETER, STRICT_PARAMETER]},
 )
 def registry(request: HttpRequest) -> HttpResponse:
-    """Every published, enabled tool in one of four formats. Send the `ETag` back in
+    """Every published, enabled tool in one of five formats. Send the `ETag` back in
     `If-None-Match` to get a `304` while nothing changed."""
     fmt = registry_format(request)
+    strict = registry_strict(request, fmt)
     # The revision is read before the tools, so a body is never older than its ETag.
-    revision = make_etag("registry", fmt, published_revision())
-    return cached_json(request, revision, lambda: registry_body(fmt, revision))
+    tag = ("registry", fmt, "strict") if strict else ("registry", fmt)
+    revision = make_etag(*tag, published_revision())
+    return cached_json(request, revision, lambda: registry_body(fmt, revision, strict))
 
 
 def registry_format(request: HttpRequest) -> str:
@@ -71,7 +84,20 @@ def registry_format(request: HttpRequest) -> str:
     return fmt
 
 
-def registry_body(fmt: str, revision: str) -> dict[str, Any]:
+def registry_strict(request: HttpRequest, fmt: str) -> bool:
+    raw = request.GET.get("strict", "false").lower()
+    strict = STRICT_VALUES.get(raw)
+    message = None
+    if strict is None:
+        message = "Input should be true or false"
+    elif strict and fmt not in schema.STRICT_FORMATS:
+        message = "strict applies to the formats openai and openai-responses only"
+    if message:
+        raise ValidationError([{"type": "value_error", "loc": ["query", "strict"], "msg": message}])
+    return bool(strict)
+
+
+def registry_body(fmt: str, revision: str, strict: bool = False) -> dict[str, Any]:
     rows = (
         Tool.objects.published()
         .order_by("name")
@@ -79,7 +105,9 @@ def registry_body(fmt: str, revision: str) -> dict[str, Any]:
     )
     # Manifest.from_dict rebuilds the stored manifest without parsing YAML again.
     tools = [
-        schema.tool_entry(toolmd.Manifest.from_dict(manifest), fmt=fmt, extra={"sha256": sha})
+        schema.tool_entry(
+            toolmd.Manifest.from_dict(manifest), fmt=fmt, extra={"sha256": sha}, strict=strict
+        )
         for manifest, sha in rows
     ]
     return {"format": fmt, "revision": revision, "count": len(tools), "tools": tools}

@@ -15,6 +15,7 @@ class Format(StrEnum):
 
     native = "native"
     openai = "openai"
+    openai_responses = "openai-responses"
     anthropic = "anthropic"
     mcp = "mcp"
 
@@ -78,9 +79,22 @@ class SyncToolOut(Schema):
     sha256: str
     files: list[SyncFileOut]
     bundle_url: str
+    # With `since`: "added" or "updated".
+    change: str | None = None
+
+
+class SyncRemovedOut(Schema):
+    name: str
+    removed: bool
 
 
 class SyncManifestOut(Schema):
     revision: str
     count: int
     tools: list[SyncToolOut]
+    # With `since` only: the revision asked about, whether this is the full manifest
+    # (the revision was unknown or too old) and why, and tombstones of removed tools.
+    since: str | None = None
+    full: bool | None = None
+    reason: str | None = None
+    removed: list[SyncRemovedOut] | None = None

@@ -2,14 +2,27 @@
 
 A client fetches the manifest (cheap to poll with If-None-Match), compares each tool's
 sha256 with its copy, downloads the bundles that differ and checks them against the hashes
-listed here before swapping them in."""
+listed here before swapping them in.
+
+Incremental: `?since=<revision>` answers only what changed since the manifest of that
+revision (tools added or updated, with their hashes, and tombstones for tools removed).
+Each manifest built leaves a snapshot (tool name -> sha256) in STATE_DIR/sync-snapshots,
+shared by the web workers of one host and pruned to the newest SNAPSHOTS_KEPT; a revision
+without a snapshot (unknown, from another host, or pruned: too old) gets the full manifest
+with `full: true` and the reason."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path as FilePath
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Router
 
@@ -31,6 +44,19 @@ from tools_app.models.tools import decode_files
 router = Router(tags=["sync"], auth=TokenAuth(Scope.SYNC_READ))
 
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+SNAPSHOTS_KEPT = 200
+REVISION_RE = re.compile(r"[0-9a-f]{32}")
+SINCE_PARAMETER = {
+    "in": "query",
+    "name": "since",
+    "required": False,
+    "description": (
+        "A revision from an earlier manifest: answer only the changes since it (`tools` "
+        "added or updated, `removed` tombstones), or the full manifest with `full: true` "
+        "when the revision is unknown or too old"
+    ),
+    "schema": {"type": "string"},
+}
 
 
 @router.get(
@@ -38,10 +64,70 @@ ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: Erro
     response={200: SyncManifestOut, 304: None, **ERRORS},
     url_name="sync_manifest",
     summary="Every published, enabled tool with its version, hashes and bundle URL",
+    openapi_extra={"parameters": [SINCE_PARAMETER]},
 )
 def sync_manifest(request: HttpRequest) -> HttpResponse:
     revision = make_etag("sync", published_revision())
-    return cached_json(request, revision, lambda: manifest_body(revision))
+    since = request.GET.get("since")
+    if since is None:
+        return cached_json(request, revision, lambda: manifest_body(revision))
+    since = since[:100]
+    etag = make_etag("sync-since", since, revision)
+    return cached_json(request, etag, lambda: changes_body(revision, since))
+
+
+def changes_body(revision: str, since: str) -> dict[str, Any]:
+    """What changed since `since`, or the full manifest saying why it is full."""
+    body = manifest_body(revision)
+    old = read_snapshot(since) if REVISION_RE.fullmatch(since) else None
+    if old is None:
+        reason = "unknown or too old revision: this is the full manifest"
+        return {**body, "since": since, "full": True, "reason": reason, "removed": []}
+    changed = []
+    for tool in body["tools"]:
+        before = old.get(tool["name"])
+        if before != tool["sha256"]:
+            changed.append({**tool, "change": "added" if before is None else "updated"})
+    current = {tool["name"] for tool in body["tools"]}
+    removed = [{"name": name, "removed": True} for name in sorted(set(old) - current)]
+    return {
+        "revision": revision,
+        "since": since,
+        "full": False,
+        "count": len(changed),
+        "tools": changed,
+        "removed": removed,
+    }
+
+
+def snapshot_dir() -> FilePath:
+    return FilePath(settings.STATE_DIR) / "sync-snapshots"
+
+
+def read_snapshot(revision: str) -> dict[str, str] | None:
+    try:
+        data = json.loads((snapshot_dir() / f"{revision}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_snapshot(revision: str, tools: list[dict[str, Any]]) -> None:
+    """Atomically (another worker may read it meanwhile), then prune the oldest."""
+    folder = snapshot_dir()
+    target = folder / f"{revision}.json"
+    if target.exists():
+        return
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
+            json.dump({tool["name"]: tool["sha256"] for tool in tools}, f)
+        os.replace(f.name, target)
+        kept = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[SNAPSHOTS_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a missing snapshot only makes a later `since` answer full
 
 
 def manifest_body(revision: str) -> dict[str, Any]:
@@ -68,6 +154,7 @@ def manifest_body(revision: str) -> dict[str, Any]:
         }
         for name, number, sha, files in rows
     ]
+    write_snapshot(revision, tools)
     return {"revision": revision, "count": len(tools), "tools": tools}
 
 

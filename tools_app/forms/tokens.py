@@ -13,6 +13,8 @@ SCOPE_HELP = {
     Scope.REGISTRY_READ: "list tools and read their versions (/api/v1/registry, /api/v1/tools)",
     Scope.SYNC_READ: "mirror DATA_PATH/tools (/api/v1/sync/manifest and bundles)",
     Scope.TOOLS_INVOKE: "run tools through the console and read their runs",
+    Scope.SECRETS_READ: "read the integration variables of published tools (/api/v1/env; "
+    "only when CONSOLE_ENV_BRIDGE=on)",
 }
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 

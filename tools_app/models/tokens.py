@@ -14,6 +14,7 @@ class Scope(models.TextChoices):
     REGISTRY_READ = "registry:read"
     SYNC_READ = "sync:read"
     TOOLS_INVOKE = "tools:invoke"
+    SECRETS_READ = "secrets:read"
 
 
 def hash_token(raw: str) -> str:

@@ -1,0 +1,43 @@
+"""The documentation pages at /docs/, rendered from docs/*.md."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from tools_app.views.docs import PAGES, docs_dir
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lists_and_renders_every_page(viewer_client):
+    index = viewer_client.get(reverse("docs"))
+    assert index.status_code == 200
+    for slug, (title, filename) in PAGES.items():
+        assert (docs_dir() / filename).is_file()
+        url = reverse("docs_page", args=[slug])
+        assert url.encode() in index.content
+        page = viewer_client.get(url)
+        assert page.status_code == 200
+        assert f"<h1>{title}</h1>".encode() in page.content
+
+
+def test_its_links_between_pages_resolve(viewer_client):
+    for _, filename in PAGES.values():
+        for target in re.findall(r"\]\((/docs/[^)]*)\)", (docs_dir() / filename).read_text()):
+            assert viewer_client.get(target).status_code == 200, (filename, target)
+
+
+def test_it_documents_the_agent_interfaces():
+    text = " ".join((docs_dir() / f).read_text() for _, f in PAGES.values())
+    for phrase in ("openai-responses", "strict=true", "?since=", "secrets:read", "/mcp",
+                   "notifications/progress", "index.py", "fd 3"):  # fmt: skip
+        assert phrase in text, phrase
+
+
+def test_it_needs_a_login_and_knows_only_its_pages(client, viewer_client):
+    assert client.get(reverse("docs")).status_code == 302
+    for page in ("nope", "..", "agent-api.md", "README"):
+        assert viewer_client.get(f"/docs/{page}/").status_code == 404

