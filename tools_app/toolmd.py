@@ -34,17 +34,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from yaml.resolver import Resolver
+from yaml.nodes import MappingNode, Node, ScalarNode
 
-from tools_app import bundle
-
-try:
-    from yaml._yaml import CParser
-except ImportError:  # pragma: no cover
-    CParser = None
+from tools_app import bundle, strictyaml
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
 INPUT_TYPES = ("string", "number", "integer", "boolean", "enum")
@@ -72,7 +64,7 @@ MAX_TOOLMD = 256 * 1024
 MAX_DESCRIPTION = 2000
 MAX_VERSION = 2**31 - 1
 MAX_TIMEOUT = 900
-MAX_DEPTH = 32
+MAX_DEPTH = strictyaml.MAX_DEPTH
 DEFAULT_LANGUAGE = "typescript"
 DEFAULT_TIMEOUT = 60
 
@@ -85,12 +77,9 @@ FIRST_FRONTMATTER_LINE = 2
 ERROR = "error"
 WARNING = "warning"
 
-_TAG = "tag:yaml.org,2002:"
-_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _DELIMITER_RE = re.compile(r"---[ \t]*(?:\r\n|\r|\n)?")
-_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_<>-][A-Za-z0-9_.<>-]{0,127}")
-_INVALID = object()  # a value already reported as unreadable
+_INVALID = strictyaml.INVALID
 
 
 @dataclass(frozen=True)
@@ -244,109 +233,19 @@ def _byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-# --- YAML: compose safely, then convert nodes to values that remember their lines ----------
+# --- YAML: the shared strict reader (tools_app.strictyaml) ------------------------------
 
-
-class _Refused(Exception):
-    def __init__(self, mark: Any, message: str) -> None:
-        super().__init__(message)
-        self.mark = mark
-        self.message = message
-
-
-class _Refusing(Composer):
-    """Composes a node tree; anchors and aliases are refused before anything expands."""
-
-    _depth = 0
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(event.start_mark, "YAML anchors and aliases (& and *) are not allowed")
-        if self._depth >= MAX_DEPTH:
-            raise _Refused(event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-class _PyLoader(_Refusing, yaml.SafeLoader):
-    pass
-
-
-if CParser is not None:
-
-    class _CLoader(_Refusing, CParser, Resolver):  # type: ignore[misc,valid-type]
-        """libyaml's parser (about 10x faster) under the same refusing composer."""
-
-        def __init__(self, stream: str) -> None:
-            CParser.__init__(self, stream)
-            Composer.__init__(self)
-            Resolver.__init__(self)
-
-    _Loader: type = _CLoader
-else:  # pragma: no cover (PyYAML built without libyaml)
-    _Loader = _PyLoader
+_Refused = strictyaml.Refused
+_Map = strictyaml.Map
+_Seq = strictyaml.Seq
+_key_label = strictyaml.key_label
+_kind = strictyaml.kind
+_show = strictyaml.show
 
 
 def compose_frontmatter(text: str) -> Node | None:
-    """Compose frontmatter YAML into nodes; raises yaml.YAMLError, UnicodeError or _Refused."""
-    loader = _Loader(text)
-    try:
-        return loader.get_single_node()
-    finally:
-        loader.dispose()
-
-
-class _Map(dict[str, Any]):
-    """A YAML mapping's values plus the lines of its keys and values."""
-
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.key_lines: dict[str, int] = {}
-        self.value_lines: dict[str, int] = {}
-
-
-class _Seq(list[Any]):
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.item_lines: list[int] = []
-
-
-def _key_label(raw: str) -> str:
-    """A key as problems name it: plain keys as they are, odd ones quoted on one line."""
-    if _PLAIN_KEY_RE.fullmatch(raw):
-        return raw
-    return repr(raw) if len(raw) <= 64 else repr(raw[:61]) + "..."
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, datetime | date):
-        return "a date (quote it to make it a string)"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def _show(value: Any) -> str:
-    text = repr(value) if isinstance(value, str | int | float | bool) else _kind(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """Compose frontmatter YAML into nodes; raises yaml.YAMLError, UnicodeError or Refused."""
+    return strictyaml.compose(text)
 
 
 class _Checker:
@@ -371,56 +270,11 @@ class _Checker:
     def failed(self) -> bool:
         return any(p.severity == ERROR for p in self.problems)
 
-    # Node conversion --------------------------------------------------------------------
-
     def convert(self, node: Node, key: str) -> Any:
-        line = node.start_mark.line + FIRST_FRONTMATTER_LINE
-        if isinstance(node, MappingNode):
-            return self._mapping(node, key, line)
-        if isinstance(node, SequenceNode):
-            if node.tag != _TAG + "seq":
-                self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
-                return _INVALID
-            seq = _Seq(line)
-            for i, item in enumerate(node.value):
-                seq.append(self.convert(item, f"{key}[{i}]"))
-                seq.item_lines.append(item.start_mark.line + FIRST_FRONTMATTER_LINE)
-            return seq
-        if node.tag not in _SCALAR_TAGS:
-            self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
-            return _INVALID
-        try:
-            return SafeConstructor().construct_object(node, deep=True)
-        except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
-            reason = str(exc).splitlines()[0][:100] if str(exc) else type(exc).__name__
-            self.error(line, key or "frontmatter", f"cannot read {_show(node.value)}: {reason}")
-            return _INVALID
-
-    def _mapping(self, node: MappingNode, key: str, line: int) -> Any:
-        if node.tag != _TAG + "map":
-            self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
-            return _INVALID
-        result = _Map(line)
-        for key_node, value_node in node.value:
-            key_line = key_node.start_mark.line + FIRST_FRONTMATTER_LINE
-            raw = key_node.value if isinstance(key_node, ScalarNode) else "?"
-            name = f"{key}.{_key_label(raw)}" if key else _key_label(raw)
-            if isinstance(key_node, ScalarNode) and key_node.tag == _TAG + "merge":
-                self.error(key_line, name, "YAML merge keys (<<) are not allowed")
-                continue
-            if not isinstance(key_node, ScalarNode) or key_node.tag != _TAG + "str":
-                what = key_node.tag.removeprefix(_TAG) if isinstance(key_node, ScalarNode) else ""
-                hint = f" ({raw!r} is read as {what}; quote it)" if what else ""
-                self.error(key_line, name, f"keys must be strings{hint}")
-                continue
-            if raw in result:
-                first = result.key_lines[raw]
-                self.error(key_line, name, f"duplicate key {raw!r} (first on line {first})")
-                continue
-            result[raw] = self.convert(value_node, name)
-            result.key_lines[raw] = key_line
-            result.value_lines[raw] = value_node.start_mark.line + FIRST_FRONTMATTER_LINE
-        return result
+        reader = strictyaml.Reader(
+            self.error, first_line=FIRST_FRONTMATTER_LINE, root_key="frontmatter"
+        )
+        return reader.convert(node, key)
 
 
 # --- Validation -------------------------------------------------------------------------
@@ -851,25 +705,11 @@ def _parse(text: str | bytes, c: _Checker, folder_name: str | None) -> ParseResu
 
 
 def _yaml_error_line(exc: yaml.YAMLError, frontmatter: str) -> int:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    if mark is not None:
-        return int(mark.line) + FIRST_FRONTMATTER_LINE
-    position = getattr(exc, "position", None)  # a ReaderError (unprintable character)
-    if isinstance(position, int):
-        before = frontmatter[:position]
-        return before.count("\n") + FIRST_FRONTMATTER_LINE
-    return 1
+    return strictyaml.error_line(exc, frontmatter, FIRST_FRONTMATTER_LINE)
 
 
 def _yaml_message(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        context = exc.context or ""
-        if context and exc.context_mark is not None:
-            context += f" (line {exc.context_mark.line + FIRST_FRONTMATTER_LINE})"
-        detail = ", ".join(p for p in (context, exc.problem or "") if p)
-    else:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return f"YAML syntax error: {detail}"
+    return strictyaml.error_message(exc, FIRST_FRONTMATTER_LINE)
 
 
 def _folder_and_toolmd(path: str) -> tuple[str, str]:
