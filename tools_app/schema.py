@@ -227,9 +227,10 @@ def _message(manifest: Manifest, error: ValidationError) -> str:
         missing = str(error.message).split("'")[1] if "'" in error.message else "?"
         return f"{missing}: is required"
     if error.validator == "additionalProperties":
-        known = set(manifest.inputs)
-        unknown = sorted(str(key) for key in error.instance if key not in known)
-        allowed = ", ".join(manifest.inputs) or "none"
+        # Hidden inputs are the executor's to fill (an integration), never a caller's.
+        callable_ = [n for n, spec in manifest.inputs.items() if spec.visibility != "hidden"]
+        unknown = sorted(str(key) for key in error.instance if key not in callable_)
+        allowed = ", ".join(callable_) or "none"
         return f"{', '.join(unknown)}: unknown parameter (allowed: {allowed})"
     if spec is not None and error.validator == "type":
         wanted = "true or false" if spec.type == "boolean" else f"{_article(spec.type)}"
