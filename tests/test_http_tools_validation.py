@@ -82,3 +82,27 @@ def test_it_refuses_to_save_and_so_to_publish_an_http_tool_with_an_error(console
     assert not versions.validate("tool", files).ok
     good = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
     assert versions.validate("tool", good).ok
+
+
+@pytest.mark.django_db
+def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console_admin) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    from tools_app import bundle
+    from tools_app.audit import Actor
+    from tools_app.models import Tool
+    from tools_app.versions import save_version
+
+    files = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
+    save_version("tool", files, actor=Actor.system(), publish=False)
+    # The console now answers as api.example.com: the draft's URL points back at it.
+    console.ALLOWED_HOSTS = ["testserver", "api.example.com"]
+    client = Client()
+    client.force_login(console_admin)
+    response = client.post(reverse("tool_publish", args=["tool", 1]), follow=True)
+
+    assert response.status_code == 200
+    assert Tool.objects.get(name="tool").published_version is None
+    page = response.content.decode()
+    assert "cannot be published" in page and "this console&#x27;s own host" in page
