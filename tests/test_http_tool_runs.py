@@ -340,3 +340,53 @@ def test_it_withholds_an_integration_from_a_developers_draft(server, apify, deve
     assert run.status == RunStatus.FAILED
     assert "'apify' was withheld" in run.result["content"][0]["text"]
     assert server.seen == []
+
+
+def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
+    """The real path: start_run queues the task; a worker process (its own settings from
+    its environment) makes the request and stores the outcome."""
+    import uuid
+
+    from cryptography.fernet import Fernet
+    from worker_fixtures import (
+        REDIS_URL,
+        CeleryWorker,
+        _configure_publisher,
+        redis_reachable,
+        skip_or_fail,
+        wait_for_run,
+        worker_database_url,
+    )
+
+    database_url = worker_database_url()
+    if database_url is None:
+        skip_or_fail("the worker needs a file or PostgreSQL test database")
+    srv = Server()
+    allow = f"127.0.0.1:{srv.port}"
+    settings.ALLOWED_HOSTS = ["console.test"]
+    settings.TOOL_NETWORK_ALLOW = allow
+    worker = CeleryWorker(
+        root=tmp_path / "worker",
+        broker_url=REDIS_URL if redis_reachable() else "filesystem://",
+        queue=f"test-http-{uuid.uuid4().hex[:8]}",
+        database_url=database_url,
+        encryption_key=Fernet.generate_key().decode(),
+        concurrency=1,
+        extra_env={"CONSOLE_TOOL_NETWORK_ALLOW": allow, "CONSOLE_ALLOWED_HOSTS": "console.test"},
+    )
+    settings.CONSOLE_ENCRYPTION_KEYS = [worker.encryption_key]
+    undo = _configure_publisher(worker)
+    worker.start()
+    try:
+        tool = make(toolmd(srv, ITEM, inputs=ITEM_INPUTS, outputs=ITEM_OUTPUTS))
+        run = runs.start_run(
+            tool.published_version, {"item_id": "w1"}, actor=Actor.system(), via=RunVia.API
+        )
+        run = wait_for_run(run.pk, (RunStatus.SUCCEEDED, RunStatus.FAILED), worker=worker)
+        assert run.status == RunStatus.SUCCEEDED, run.result
+        assert run.result["structuredContent"] == {"id": "w1", "status": "READY"}
+        assert run.worker  # a worker process claimed it
+    finally:
+        worker.stop()
+        undo()
+        srv.close()
