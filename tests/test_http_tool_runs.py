@@ -390,3 +390,31 @@ def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
         worker.stop()
         undo()
         srv.close()
+
+
+def test_it_never_expands_templates_inside_an_input(server, apify) -> None:
+    """An input holding `{{apify.APIFY_TOKEN}}` is sent as that text, not as the secret."""
+    text = toolmd(
+        server,
+        '  url: BASE/item/{{item_id}}\n  body: {q: "x-{{item_id}}"}\n  method: POST\n'
+        '  headers: {Authorization: "Bearer {{apify.APIFY_TOKEN}}"}\n  response: text\n',
+        integrations="integrations: [apify]\n",
+        inputs="  item_id: {type: string, description: Item}\n",
+    )
+    run = run_of(make(text), {"item_id": "{{apify.APIFY_TOKEN}}"})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    seen = server.seen[0]
+    assert TOKEN not in seen["path"] and TOKEN not in seen["body"].decode()
+    assert json.loads(seen["body"]) == {"q": "x-{{apify.APIFY_TOKEN}}"}
+
+
+def test_it_refuses_a_header_split_by_an_input(server) -> None:
+    text = toolmd(
+        server,
+        '  url: BASE/item/x\n  headers: {X-Note: "{{note}}"}\n  response: text\n',
+        inputs="  note: {type: string, description: Note}\n",
+    )
+    run = run_of(make(text), {"note": "hi\r\nX-Admin: yes"})
+    assert run.status == RunStatus.FAILED
+    assert all("X-Admin" not in s["headers"] for s in server.seen)
+    assert "header" in run.result["content"][0]["text"], run.result
