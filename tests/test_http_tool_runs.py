@@ -417,4 +417,5 @@ def test_it_refuses_a_header_split_by_an_input(server) -> None:
     run = run_of(make(text), {"note": "hi\r\nX-Admin: yes"})
     assert run.status == RunStatus.FAILED
     assert all("X-Admin" not in s["headers"] for s in server.seen)
-    assert "header" in run.result["content"][0]["text"], run.result
+    assert "header X-Note: a filled-in value holds a line break" in str(run.result)
+    assert "X-Admin" not in str(run.result)

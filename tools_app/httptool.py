@@ -270,6 +270,12 @@ def perform(
         secret_headers = []
         for name, template in (spec.get("headers") or {}).items():
             headers[name] = render_text(template, values)
+            if any(ch in headers[name] for ch in "\r\n\x00"):
+                # Never the value in the message: it may hold a secret.
+                raise HttpToolError(
+                    f"header {name}: a filled-in value holds a line break or NUL, which "
+                    "HTTP headers cannot carry"
+                )
             if any(toolmd.TEMPLATE_FIELD_RE.fullmatch(n) for n in toolmd.template_names(template)):
                 secret_headers.append(name)
         content = None
