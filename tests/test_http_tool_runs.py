@@ -419,3 +419,29 @@ def test_it_refuses_a_header_split_by_an_input(server) -> None:
     assert all("X-Admin" not in s["headers"] for s in server.seen)
     assert "header X-Note: a filled-in value holds a line break" in str(run.result)
     assert "X-Admin" not in str(run.result)
+
+
+def test_it_runs_from_the_run_form_without_asking_for_hidden_inputs(
+    server, apify, console_admin, settings
+) -> None:
+    from django.test import Client
+
+    settings.ALLOWED_HOSTS = ["console.test", "testserver"]
+    text = toolmd(
+        server,
+        '  method: POST\n  url: BASE/item/{{token}}\n  body: {extra: "{{extra}}"}\n'
+        "  response: text\n",
+        integrations="integrations: [apify]\n",
+        inputs="  token: {type: string, description: Token, visibility: hidden}\n"
+        "  extra: {type: json, description: Extra}\n",
+    )
+    make(text)
+    client = Client()
+    client.force_login(console_admin)
+    page = client.get("/tools/fetcher/run/").content.decode()
+    assert 'name="extra"' in page and 'name="token"' not in page
+
+    client.post("/tools/fetcher/run/", {"extra": '{"a": [1, 2]}'})
+
+    run = Run.objects.get()
+    assert run.params == {"extra": {"a": [1, 2]}}

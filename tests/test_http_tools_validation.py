@@ -106,3 +106,31 @@ def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console
     assert Tool.objects.get(name="tool").published_version is None
     page = response.content.decode()
     assert "cannot be published" in page and "this console&#x27;s own host" in page
+
+
+@pytest.mark.django_db
+def test_it_shows_the_problem_on_an_editor_save_and_keeps_the_text(
+    console, developer_client
+) -> None:
+    from tests.editor_support import editor_data
+    from tools_app import bundle
+    from tools_app.audit import Actor
+    from tools_app.models import ToolVersion
+    from tools_app.versions import save_version
+
+    console.ALLOWED_HOSTS = ["testserver", "console.example.org"]
+    files = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
+    save_version("tool", files, actor=Actor.system(), publish=False)
+    assert developer_client.get("/tools/tool/").status_code == 200
+    data = editor_data(developer_client, "tool")
+    data["toolmd"] = data["toolmd"].replace(
+        "https://api.example.com", "https://console.example.org"
+    )
+
+    response = developer_client.post("/tools/tool/edit/", data)
+
+    assert response.status_code == 422  # the editor's answer to a file with errors
+    page = response.content.decode()
+    assert "request.url" in page and "own host" in page
+    assert "console.example.org/v1/items" in page  # the person's text is kept
+    assert ToolVersion.objects.filter(tool__name="tool").count() == 1
