@@ -336,7 +336,8 @@ def test_it_names_file_line_and_key_like_the_design_example() -> None:
     result = parse_toolmd(text, "seed/tools/web_fetch/TOOL.md", "web_fetch")
     assert [str(p) for p in result.problems] == [
         "seed/tools/web_fetch/TOOL.md:7: inputs.url.type: "
-        "'strng' is not one of string, number, integer, boolean, enum"
+        "'strng' is not one of string, number, integer, boolean, enum, "
+        "json, file, file[]"  # section 8 added the last three
     ]
 
 

@@ -165,7 +165,7 @@ def input_specs(draw: st.DrawFn) -> dict[str, Any]:
     if type_ == "enum":
         values = draw(ENUM_VALUES)
         spec["values"] = ", ".join(values)
-    if draw(st.booleans()):
+    if draw(st.booleans()) and type_ not in ("json", "file", "file[]"):
         spec["default"] = draw(
             {
                 "string": st.text(max_size=10),

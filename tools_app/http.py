@@ -103,7 +103,7 @@ def request(
     """Make one request (following safe redirects) and read at most `max_body` bytes.
     With `policy`, every hop's destination is judged by it (egress_http.py) and proxies
     from the environment are not used (the check would judge the proxy, not the target)."""
-    if policy is not None:
+    if policy is not None and not isinstance(transport, egress_http.EgressTransport):
         transport = egress_http.EgressTransport(policy, inner=transport)
     method = method.upper()
     current = check_url(url)

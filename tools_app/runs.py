@@ -43,7 +43,16 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from tools_app import bundle, egress_config, integrations, runner, schema, toolmd, vault
+from tools_app import (
+    bundle,
+    egress_config,
+    httptool,
+    integrations,
+    runner,
+    schema,
+    toolmd,
+    vault,
+)
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
@@ -263,7 +272,7 @@ def _execute(
 ) -> None:
     manifest = manifest_of(run.version)
     entry = run.version.entry
-    if entry is None:
+    if entry is None and manifest.kind != "http":
         raise RunSetupError(f"version {run.version.number} has no entry file to run")
     secret_params = unseal(sealed)
     params = {**run.params, **secret_params}
@@ -277,6 +286,11 @@ def _execute(
     for name, value in secret_params.items():
         if isinstance(value, str):
             secrets[SENSITIVE_LABEL.format(name=name)] = value
+    if manifest.kind == "http":  # no tool code: the console makes the request
+        perform = httptool.performer(run, manifest, params, access, secrets, tool_policy)
+        outcome = Supervisor(run, None, on_progress, perform=perform).run()
+        _finish(run, outcome, notices)
+        return
 
     root = work_dir(run)
     tool_dir = materialize(run.version, root / "tool")
@@ -373,11 +387,14 @@ class Supervisor:
     def __init__(
         self,
         run: Run,
-        request: runner.RunRequest,
+        request: runner.RunRequest | None,
         on_progress: Callable[[list[dict[str, Any]]], None] | None = None,
+        perform: Callable[..., runner.RunOutcome] | None = None,
     ) -> None:
         self.run_row = run
         self.request = request
+        # `perform(on_update=, cancel=)` instead of the runner: an http tool (httptool.py).
+        self.perform = perform or partial(runner.run, request)
         self.on_progress = on_progress
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.cancel = threading.Event()
@@ -385,7 +402,7 @@ class Supervisor:
 
     def _target(self) -> None:
         try:
-            outcome = runner.run(self.request, on_update=self.events.put, cancel=self.cancel)
+            outcome = self.perform(on_update=self.events.put, cancel=self.cancel)
         except BaseException as exc:  # reported to the supervising thread
             self.events.put(_Done(error=exc))
         else:

@@ -38,8 +38,18 @@ _JSON_TYPES = {"string": "string", "number": "number", "integer": "integer"}
 _JSON_TYPES |= {"boolean": "boolean", "enum": "string"}
 
 
+# A file travels inside params as base64 text (the run form and agents send it so).
+_FILE = {"type": "string", "contentEncoding": "base64"}
+
+
 def _property(spec: InputSpec) -> dict[str, Any]:
-    prop: dict[str, Any] = {"type": _JSON_TYPES[spec.type], "description": spec.description}
+    prop: dict[str, Any] = {"description": spec.description}
+    if spec.type == "file":
+        prop |= _FILE
+    elif spec.type == "file[]":
+        prop |= {"type": "array", "items": dict(_FILE)}
+    elif spec.type != "json":  # json: any JSON value
+        prop["type"] = _JSON_TYPES[spec.type]
     if spec.type == "enum":
         prop["enum"] = list(spec.values)
     if spec.has_default:
@@ -49,14 +59,48 @@ def _property(spec: InputSpec) -> dict[str, Any]:
     return prop
 
 
-def input_schema(manifest: Manifest) -> dict[str, Any]:
-    """The JSON Schema of a tool's `params` object."""
+def input_schema(
+    manifest: Manifest, *, for_model: bool = False, for_caller: bool = False
+) -> dict[str, Any]:
+    """The JSON Schema of a tool's `params` object. `for_model`: only the inputs a model
+    may fill (visibility user-or-llm and llm-only; user-only inputs come from a preset and
+    hidden ones from an integration, DESIGN.md section 8). `for_caller`: what a run's
+    caller may send, every input but the hidden ones (the executor fills those)."""
+    inputs = {
+        name: spec
+        for name, spec in manifest.inputs.items()
+        if (not for_model or spec.model_visible) and (not for_caller or spec.visibility != "hidden")
+    }
     return {
         "$schema": DRAFT_2020_12,
         "type": "object",
-        "properties": {name: _property(spec) for name, spec in manifest.inputs.items()},
-        "required": [name for name, spec in manifest.inputs.items() if not spec.optional],
+        "properties": {name: _property(spec) for name, spec in inputs.items()},
+        "required": [name for name, spec in inputs.items() if not spec.optional],
         "additionalProperties": False,
+    }
+
+
+_OUTPUT_JSON_TYPES = {"string": "string", "number": "number", "integer": "integer"}
+_OUTPUT_JSON_TYPES |= {"boolean": "boolean"}
+
+
+def output_schema(manifest: Manifest) -> dict[str, Any] | None:
+    """An http tool's structured result (its `outputs`), or None for a code tool."""
+    if manifest.kind != "http" or not manifest.outputs:
+        return None
+    properties: dict[str, Any] = {}
+    for name, spec in manifest.outputs.items():
+        prop: dict[str, Any] = {}
+        json_type = _OUTPUT_JSON_TYPES.get(spec["type"])
+        if json_type is not None:
+            prop["type"] = [json_type, "null"] if spec.get("nullable") else json_type
+        if spec.get("description"):
+            prop["description"] = spec["description"]
+        properties[name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [n for n, spec in manifest.outputs.items() if not spec.get("nullable")],
     }
 
 
@@ -68,6 +112,8 @@ def strict_schema(manifest: Manifest) -> dict[str, Any]:
     """The input schema in OpenAI's strict form (see the module docstring)."""
     properties = {}
     for name, spec in manifest.inputs.items():
+        if not spec.model_visible:  # a model never fills user-only or hidden inputs
+            continue
         prop = _property(spec)
         prop.pop("writeOnly", None)
         if "default" in prop:
@@ -81,7 +127,7 @@ def strict_schema(manifest: Manifest) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": properties,
-        "required": list(manifest.inputs),
+        "required": list(properties),
         "additionalProperties": False,
     }
 
@@ -90,12 +136,15 @@ def tool_entry(
     manifest: Manifest, *, fmt: str, extra: dict[str, Any] | None = None, strict: bool = False
 ) -> dict[str, Any]:
     """One tool as the registry lists it in format `fmt` (one of FORMATS); `strict` only
-    with STRICT_FORMATS."""
+    with STRICT_FORMATS. The native format lists every input with its visibility; the
+    formats for models only the inputs a model fills."""
     if strict and fmt not in STRICT_FORMATS:
         raise ValueError(f"strict applies to the {' and '.join(STRICT_FORMATS)} formats only")
-    schema = input_schema(manifest)
+    schema = input_schema(manifest, for_model=fmt != "native")
+    outputs = output_schema(manifest)
     parameters = strict_schema(manifest) if strict else _without_dialect(schema)
     if fmt == "native":
+        more = {"kind": "http", "output_schema": outputs} if manifest.kind == "http" else {}
         return {
             "name": manifest.name,
             "label": manifest.label,
@@ -106,6 +155,7 @@ def tool_entry(
             "timeout": manifest.timeout,
             "network": manifest.network,
             "input_schema": schema,
+            **more,
             **(extra or {}),
         }
     if fmt == "openai":
@@ -138,6 +188,8 @@ def tool_entry(
             "description": manifest.description,
             "inputSchema": schema,
         }
+        if outputs is not None:
+            entry["outputSchema"] = outputs
         if extra:
             entry["_meta"] = dict(extra)
         return entry
@@ -157,7 +209,7 @@ def validate_params(manifest: Manifest, params: object) -> tuple[dict[str, Any],
         if spec.has_default and name not in filled:
             filled[name] = copy.deepcopy(spec.default)
 
-    validator = Draft202012Validator(input_schema(manifest))
+    validator = Draft202012Validator(input_schema(manifest, for_caller=True))
     errors = [_message(manifest, error) for error in validator.iter_errors(filled)]
     for name, value in filled.items():
         if isinstance(value, float) and not math.isfinite(value) and name in manifest.inputs:
@@ -220,9 +272,10 @@ def _message(manifest: Manifest, error: ValidationError) -> str:
         missing = str(error.message).split("'")[1] if "'" in error.message else "?"
         return f"{missing}: is required"
     if error.validator == "additionalProperties":
-        known = set(manifest.inputs)
-        unknown = sorted(str(key) for key in error.instance if key not in known)
-        allowed = ", ".join(manifest.inputs) or "none"
+        # Hidden inputs are the executor's to fill (an integration), never a caller's.
+        callable_ = [n for n, spec in manifest.inputs.items() if spec.visibility != "hidden"]
+        unknown = sorted(str(key) for key in error.instance if key not in callable_)
+        allowed = ", ".join(callable_) or "none"
         return f"{', '.join(unknown)}: unknown parameter (allowed: {allowed})"
     if spec is not None and error.validator == "type":
         wanted = "true or false" if spec.type == "boolean" else f"{_article(spec.type)}"

@@ -34,27 +34,34 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from yaml.resolver import Resolver
+from yaml.nodes import MappingNode, Node, ScalarNode
 
-from tools_app import bundle
-
-try:
-    from yaml._yaml import CParser
-except ImportError:  # pragma: no cover
-    CParser = None
+from tools_app import bundle, strictyaml
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
-INPUT_TYPES = ("string", "number", "integer", "boolean", "enum")
+INPUT_TYPES = ("string", "number", "integer", "boolean", "enum", "json", "file", "file[]")
+KINDS = ("code", "http")
+VISIBILITIES = ("user-or-llm", "llm-only", "user-only", "hidden")
+# What a model sees (registry formats, MCP): user-only and hidden inputs never.
+MODEL_VISIBILITIES = ("user-or-llm", "llm-only")
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+BODY_METHODS = ("POST", "PUT", "PATCH")
+RESPONSES = ("json", "text", "binary")
+OUTPUT_TYPES = ("string", "number", "integer", "boolean", "json")
+REQUEST_KEYS = ("method", "url", "query", "headers", "body", "response", "timeout")
+OUTPUT_KEYS = ("type", "path", "description", "nullable")
+MAX_URL = 2048
+# `{{name}}` (an input) or `{{slug.FIELD}}` (an integration value, the redaction label).
+TEMPLATE_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+TEMPLATE_INPUT_RE = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+TEMPLATE_FIELD_RE = re.compile(r"([a-z0-9][a-z0-9_-]{0,63})\.([A-Za-z_][A-Za-z0-9_]{0,127})")
 ENTRY_FILES: dict[str, tuple[str, ...]] = {
     "typescript": ("index.ts",),
     "javascript": ("index.js", "index.mjs"),
     "python": ("index.py",),
     "bash": ("index.sh",),
 }
-INPUT_KEYS = ("type", "description", "optional", "sensitive", "values", "default")
+INPUT_KEYS = ("type", "description", "optional", "sensitive", "values", "default", "visibility")
 TOP_KEYS = (
     "name",
     "label",
@@ -65,6 +72,9 @@ TOP_KEYS = (
     "integrations",
     "timeout",
     "network",
+    "kind",
+    "request",
+    "outputs",
 )
 
 MAX_FRONTMATTER = 64 * 1024
@@ -72,7 +82,7 @@ MAX_TOOLMD = 256 * 1024
 MAX_DESCRIPTION = 2000
 MAX_VERSION = 2**31 - 1
 MAX_TIMEOUT = 900
-MAX_DEPTH = 32
+MAX_DEPTH = strictyaml.MAX_DEPTH
 DEFAULT_LANGUAGE = "typescript"
 DEFAULT_TIMEOUT = 60
 
@@ -85,12 +95,9 @@ FIRST_FRONTMATTER_LINE = 2
 ERROR = "error"
 WARNING = "warning"
 
-_TAG = "tag:yaml.org,2002:"
-_SCALAR_TAGS = {_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _DELIMITER_RE = re.compile(r"---[ \t]*(?:\r\n|\r|\n)?")
-_PLAIN_KEY_RE = re.compile(r"[A-Za-z0-9_<>-][A-Za-z0-9_.<>-]{0,127}")
-_INVALID = object()  # a value already reported as unreadable
+_INVALID = strictyaml.INVALID
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,11 @@ class InputSpec:
     values: tuple[str, ...] = ()
     default: Any = None
     has_default: bool = False
+    visibility: str = "user-or-llm"
+
+    @property
+    def model_visible(self) -> bool:
+        return self.visibility in MODEL_VISIBILITIES
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -124,6 +136,8 @@ class InputSpec:
             "optional": self.optional,
             "sensitive": self.sensitive,
         }
+        if self.visibility != "user-or-llm":
+            data["visibility"] = self.visibility
         if self.type == "enum":
             data["values"] = list(self.values)
         if self.has_default:
@@ -144,10 +158,15 @@ class Manifest:
     network: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     body: str = ""
+    kind: str = "code"
+    # kind http: {method, url, query, headers, body (absent: none), response, timeout}
+    request: dict[str, Any] | None = None
+    # kind http: name -> {type, path, description, nullable}
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def entry_candidates(self) -> tuple[str, ...]:
-        return ENTRY_FILES[self.language]
+        return () if self.kind == "http" else ENTRY_FILES[self.language]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, stable key order; the body is left out (it is stored as TOOL.md)."""
@@ -162,6 +181,11 @@ class Manifest:
             "timeout": self.timeout,
             "network": self.network,
             "extra": dict(self.extra),
+            **(
+                {"kind": "http", "request": self.request, "outputs": self.outputs}
+                if self.kind == "http"
+                else {}
+            ),
         }
 
     @classmethod
@@ -177,6 +201,7 @@ class Manifest:
                 values=tuple(spec.get("values", ())),
                 default=spec.get("default"),
                 has_default="default" in spec,
+                visibility=spec.get("visibility", "user-or-llm"),
             )
             for name, spec in (data.get("inputs") or {}).items()
         }
@@ -192,6 +217,9 @@ class Manifest:
             network=bool(data.get("network", True)),
             extra=dict(data.get("extra") or {}),
             body=body,
+            kind=data.get("kind", "code"),
+            request=data.get("request"),
+            outputs=dict(data.get("outputs") or {}),
         )
 
 
@@ -199,6 +227,7 @@ class Manifest:
 class ParseResult:
     manifest: Manifest | None
     problems: list[Problem] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)  # "outputs.x" -> its TOOL.md line
 
     @property
     def errors(self) -> list[Problem]:
@@ -244,109 +273,19 @@ def _byte_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-# --- YAML: compose safely, then convert nodes to values that remember their lines ----------
+# --- YAML: the shared strict reader (tools_app.strictyaml) ------------------------------
 
-
-class _Refused(Exception):
-    def __init__(self, mark: Any, message: str) -> None:
-        super().__init__(message)
-        self.mark = mark
-        self.message = message
-
-
-class _Refusing(Composer):
-    """Composes a node tree; anchors and aliases are refused before anything expands."""
-
-    _depth = 0
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(event.start_mark, "YAML anchors and aliases (& and *) are not allowed")
-        if self._depth >= MAX_DEPTH:
-            raise _Refused(event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-class _PyLoader(_Refusing, yaml.SafeLoader):
-    pass
-
-
-if CParser is not None:
-
-    class _CLoader(_Refusing, CParser, Resolver):  # type: ignore[misc,valid-type]
-        """libyaml's parser (about 10x faster) under the same refusing composer."""
-
-        def __init__(self, stream: str) -> None:
-            CParser.__init__(self, stream)
-            Composer.__init__(self)
-            Resolver.__init__(self)
-
-    _Loader: type = _CLoader
-else:  # pragma: no cover (PyYAML built without libyaml)
-    _Loader = _PyLoader
+_Refused = strictyaml.Refused
+_Map = strictyaml.Map
+_Seq = strictyaml.Seq
+_key_label = strictyaml.key_label
+_kind = strictyaml.kind
+_show = strictyaml.show
 
 
 def compose_frontmatter(text: str) -> Node | None:
-    """Compose frontmatter YAML into nodes; raises yaml.YAMLError, UnicodeError or _Refused."""
-    loader = _Loader(text)
-    try:
-        return loader.get_single_node()
-    finally:
-        loader.dispose()
-
-
-class _Map(dict[str, Any]):
-    """A YAML mapping's values plus the lines of its keys and values."""
-
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.key_lines: dict[str, int] = {}
-        self.value_lines: dict[str, int] = {}
-
-
-class _Seq(list[Any]):
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.item_lines: list[int] = []
-
-
-def _key_label(raw: str) -> str:
-    """A key as problems name it: plain keys as they are, odd ones quoted on one line."""
-    if _PLAIN_KEY_RE.fullmatch(raw):
-        return raw
-    return repr(raw) if len(raw) <= 64 else repr(raw[:61]) + "..."
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, datetime | date):
-        return "a date (quote it to make it a string)"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def _show(value: Any) -> str:
-    text = repr(value) if isinstance(value, str | int | float | bool) else _kind(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """Compose frontmatter YAML into nodes; raises yaml.YAMLError, UnicodeError or Refused."""
+    return strictyaml.compose(text)
 
 
 class _Checker:
@@ -355,6 +294,7 @@ class _Checker:
     def __init__(self, path: str) -> None:
         self.path = path
         self.problems: list[Problem] = []
+        self.lines: dict[str, int] = {}  # key -> line, for checks made after parsing
 
     def error(self, line: int, key: str, message: str) -> None:
         self.add(line, key, message, ERROR)
@@ -371,56 +311,11 @@ class _Checker:
     def failed(self) -> bool:
         return any(p.severity == ERROR for p in self.problems)
 
-    # Node conversion --------------------------------------------------------------------
-
     def convert(self, node: Node, key: str) -> Any:
-        line = node.start_mark.line + FIRST_FRONTMATTER_LINE
-        if isinstance(node, MappingNode):
-            return self._mapping(node, key, line)
-        if isinstance(node, SequenceNode):
-            if node.tag != _TAG + "seq":
-                self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
-                return _INVALID
-            seq = _Seq(line)
-            for i, item in enumerate(node.value):
-                seq.append(self.convert(item, f"{key}[{i}]"))
-                seq.item_lines.append(item.start_mark.line + FIRST_FRONTMATTER_LINE)
-            return seq
-        if node.tag not in _SCALAR_TAGS:
-            self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
-            return _INVALID
-        try:
-            return SafeConstructor().construct_object(node, deep=True)
-        except (yaml.YAMLError, ValueError, OverflowError, TypeError) as exc:
-            reason = str(exc).splitlines()[0][:100] if str(exc) else type(exc).__name__
-            self.error(line, key or "frontmatter", f"cannot read {_show(node.value)}: {reason}")
-            return _INVALID
-
-    def _mapping(self, node: MappingNode, key: str, line: int) -> Any:
-        if node.tag != _TAG + "map":
-            self.error(line, key or "frontmatter", f"YAML tag {node.tag!r} is not allowed")
-            return _INVALID
-        result = _Map(line)
-        for key_node, value_node in node.value:
-            key_line = key_node.start_mark.line + FIRST_FRONTMATTER_LINE
-            raw = key_node.value if isinstance(key_node, ScalarNode) else "?"
-            name = f"{key}.{_key_label(raw)}" if key else _key_label(raw)
-            if isinstance(key_node, ScalarNode) and key_node.tag == _TAG + "merge":
-                self.error(key_line, name, "YAML merge keys (<<) are not allowed")
-                continue
-            if not isinstance(key_node, ScalarNode) or key_node.tag != _TAG + "str":
-                what = key_node.tag.removeprefix(_TAG) if isinstance(key_node, ScalarNode) else ""
-                hint = f" ({raw!r} is read as {what}; quote it)" if what else ""
-                self.error(key_line, name, f"keys must be strings{hint}")
-                continue
-            if raw in result:
-                first = result.key_lines[raw]
-                self.error(key_line, name, f"duplicate key {raw!r} (first on line {first})")
-                continue
-            result[raw] = self.convert(value_node, name)
-            result.key_lines[raw] = key_line
-            result.value_lines[raw] = value_node.start_mark.line + FIRST_FRONTMATTER_LINE
-        return result
+        reader = strictyaml.Reader(
+            self.error, first_line=FIRST_FRONTMATTER_LINE, root_key="frontmatter"
+        )
+        return reader.convert(node, key)
 
 
 # --- Validation -------------------------------------------------------------------------
@@ -605,6 +500,10 @@ def _default_matches(type_: str, value: Any, values: tuple[str, ...]) -> str | N
         return None if _is_number(value) else f"must be a number, got {_show(value)}"
     if type_ == "boolean":
         return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
+    if type_ == "json":
+        return None
+    if type_ in ("file", "file[]"):
+        return "a file input cannot have a default"
     if not isinstance(value, str) or value not in values:
         return f"{_show(value)} is not one of the values {', '.join(values)}"
     return None
@@ -643,6 +542,16 @@ def _check_input(c: _Checker, name: str, spec: Any, line: int) -> InputSpec | No
         description = _string(c, spec, "description", path=f"{path}.description", required=True)
     optional = _boolean(c, spec, "optional", path=f"{path}.optional", default=False)
     sensitive = _boolean(c, spec, "sensitive", path=f"{path}.sensitive", default=False)
+    visibility = spec.get("visibility")
+    if visibility is None or visibility is _INVALID:
+        visibility = "user-or-llm"
+    elif not isinstance(visibility, str) or visibility not in VISIBILITIES:
+        c.error(
+            spec.value_lines["visibility"],
+            f"{path}.visibility",
+            f"{_show(visibility)} is not one of {', '.join(VISIBILITIES)}",
+        )
+        visibility = "user-or-llm"
 
     values: tuple[str, ...] | None = ()
     if spec.get("values") is not None and spec["values"] is not _INVALID:
@@ -691,6 +600,7 @@ def _check_input(c: _Checker, name: str, spec: Any, line: int) -> InputSpec | No
         values=values,
         default=default if has_default else None,
         has_default=has_default,
+        visibility=visibility,
     )
 
 
@@ -718,10 +628,295 @@ def _check_inputs(c: _Checker, m: _Map) -> dict[str, InputSpec]:
             continue
         if spec is _INVALID:
             continue
+        c.lines[f"inputs.{name}"] = line
         checked = _check_input(c, name, spec, line)
         if checked is not None:
             inputs[name] = checked
     return inputs
+
+
+def _check_kind(c: _Checker, m: _Map) -> str:
+    kind = m.get("kind")
+    if kind is None or kind is _INVALID:
+        return "code"
+    if not isinstance(kind, str) or kind not in KINDS:
+        c.error(m.value_lines["kind"], "kind", f"{_show(kind)} is not one of {', '.join(KINDS)}")
+        return "code"
+    return kind
+
+
+def template_names(text: str) -> list[str]:
+    """The names inside `{{...}}` in `text`, in order (inputs and slug.FIELD labels)."""
+    return [match.group(1) for match in TEMPLATE_RE.finditer(text)]
+
+
+def _check_templates(
+    c: _Checker,
+    text: str,
+    line: int,
+    key: str,
+    inputs: Mapping[str, InputSpec],
+    integrations: tuple[str, ...],
+) -> None:
+    for name in template_names(text):
+        field_match = TEMPLATE_FIELD_RE.fullmatch(name)
+        if TEMPLATE_INPUT_RE.fullmatch(name):
+            if name not in inputs:
+                c.error(line, key, f"{{{{{name}}}}} is not an input of this tool")
+        elif field_match:
+            if field_match.group(1) not in integrations:
+                c.error(
+                    line,
+                    key,
+                    f"{{{{{name}}}}}: {field_match.group(1)!r} is not in this tool's integrations",
+                )
+        else:
+            c.error(line, key, f"{{{{{name}}}}} is neither {{{{input}}}} nor {{{{slug.FIELD}}}}")
+
+
+def _walk_json_template(
+    c: _Checker,
+    value: Any,
+    line: int,
+    key: str,
+    inputs: Mapping[str, InputSpec],
+    integrations: tuple[str, ...],
+) -> Any:
+    """Check every string of a JSON body template; return it JSON-able."""
+    if isinstance(value, _Map):
+        return {
+            k: _walk_json_template(
+                c, v, value.value_lines[k], f"{key}.{_key_label(k)}", inputs, integrations
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, _Seq):
+        return [
+            _walk_json_template(c, v, item_line, f"{key}[{i}]", inputs, integrations)
+            for i, (v, item_line) in enumerate(zip(value, value.item_lines, strict=True))
+        ]
+    if isinstance(value, str):
+        _check_templates(c, value, line, key, inputs, integrations)
+        return value
+    if (
+        value is None
+        or isinstance(value, bool | int)
+        or (isinstance(value, float) and math.isfinite(value))
+    ):
+        return value
+    c.error(line, key, f"{_kind(value)} cannot be part of a JSON body")
+    return None
+
+
+def _string_map(
+    c: _Checker,
+    m: _Map,
+    key: str,
+    inputs: Mapping[str, InputSpec],
+    integrations: tuple[str, ...],
+) -> dict[str, str]:
+    """request.query / request.headers: a mapping of names to template strings."""
+    value = m.get(key)
+    if value is None or value is _INVALID:
+        return {}
+    path = f"request.{key}"
+    if not isinstance(value, _Map):
+        c.error(
+            m.value_lines[key], path, f"must be a mapping of names to strings, got {_kind(value)}"
+        )
+        return {}
+    result: dict[str, str] = {}
+    for name, item in value.items():
+        line = value.value_lines[name]
+        item_key = f"{path}.{_key_label(name)}"
+        if key == "headers" and not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}", name):
+            c.error(line, item_key, "is not a valid header name")
+            continue
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            c.error(line, item_key, f"must be a string, got {_kind(item)}")
+            continue
+        text = str(item)
+        _check_templates(c, text, line, item_key, inputs, integrations)
+        result[name] = text
+    return result
+
+
+def _check_request(
+    c: _Checker, m: _Map, inputs: Mapping[str, InputSpec], integrations: tuple[str, ...]
+) -> dict[str, Any] | None:
+    value = m.get("request")
+    if value is _INVALID:
+        return None
+    if value is None:
+        c.error(m.key_lines.get("request", 1), "request", "is required for kind: http")
+        return None
+    if not isinstance(value, _Map):
+        c.error(m.value_lines["request"], "request", f"must be a mapping, got {_kind(value)}")
+        return None
+    for key in value:
+        if key not in REQUEST_KEYS:
+            c.error(
+                value.key_lines[key],
+                f"request.{_key_label(key)}",
+                f"unknown request key {key!r} (allowed: {', '.join(REQUEST_KEYS)})",
+            )
+    method = value.get("method", "GET")
+    if method is _INVALID:
+        method = "GET"
+    if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
+        c.error(
+            value.value_lines["method"],
+            "request.method",
+            f"{_show(method)} is not one of {', '.join(HTTP_METHODS)}",
+        )
+        method = "GET"
+    method = method.upper()
+    url = _string(c, value, "url", path="request.url", required=True)
+    if url is not None:
+        line = value.value_lines["url"]
+        c.lines["request.url"] = line
+        problem = url_shape_problem(url)
+        if problem:
+            c.error(line, "request.url", problem)
+        else:
+            _check_templates(c, url, line, "request.url", inputs, integrations)
+    query = _string_map(c, value, "query", inputs, integrations)
+    headers = _string_map(c, value, "headers", inputs, integrations)
+    request: dict[str, Any] = {"method": method, "url": url, "query": query, "headers": headers}
+    if "body" in value and value["body"] is not _INVALID:
+        if method not in BODY_METHODS:
+            c.error(
+                value.key_lines["body"],
+                "request.body",
+                f"only a {', '.join(BODY_METHODS)} request has a body, not {method}",
+            )
+        else:
+            request["body"] = _walk_json_template(
+                c, value["body"], value.value_lines["body"], "request.body", inputs, integrations
+            )
+    response = value.get("response", "json")
+    if response is None or response is _INVALID:
+        response = "json"
+    if not isinstance(response, str) or response not in RESPONSES:
+        c.error(
+            value.value_lines["response"],
+            "request.response",
+            f"{_show(response)} is not one of {', '.join(RESPONSES)}",
+        )
+        response = "json"
+    request["response"] = response
+    timeout = value.get("timeout")
+    if timeout is not None and timeout is not _INVALID:
+        if not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT:
+            c.error(
+                value.value_lines["timeout"],
+                "request.timeout",
+                f"must be seconds above 0, at most {MAX_TIMEOUT}, got {_show(timeout)}",
+            )
+        else:
+            request["timeout"] = float(timeout)
+    return request
+
+
+def url_shape_problem(url: str) -> str | None:
+    """Why `url` is no absolute http(s) URL with a literal host, or None. (Which hosts
+    may be reached is httpchecks' request boundary, which knows the console's settings.)"""
+    if len(url) > MAX_URL:
+        return f"is longer than {MAX_URL} characters"
+    if any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return "must not contain spaces or control characters"
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return (
+            "must be an absolute https:// URL of the provider's API, never a relative or "
+            "/api/ path back to this console"
+        )
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "{" in authority or "}" in authority:
+        return "the host must be literal: no {{template}} in the host or port"
+    if "@" in authority:
+        return "must not contain a user name or password: use headers with {{slug.FIELD}}"
+    if not authority or authority.startswith(":"):
+        return "has no host"
+    if "#" in url:
+        return "must not contain a #fragment"
+    return None
+
+
+def _check_outputs(
+    c: _Checker, m: _Map, request: dict[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    value = m.get("outputs")
+    if value is None or value is _INVALID:
+        return {}
+    if not isinstance(value, _Map):
+        c.error(m.value_lines["outputs"], "outputs", f"must be a mapping, got {_kind(value)}")
+        return {}
+    if request is not None and request.get("response") != "json":
+        c.error(
+            m.key_lines["outputs"],
+            "outputs",
+            f"outputs need response: json (this request's response is {request.get('response')})",
+        )
+        return {}
+    import jmespath
+    import jmespath.exceptions
+
+    outputs: dict[str, dict[str, Any]] = {}
+    for name, spec in value.items():
+        line = value.key_lines[name]
+        path = f"outputs.{_key_label(name)}"
+        if not INPUT_NAME_RE.fullmatch(name):
+            c.error(line, path, f"{name!r} is not a valid output name")
+            continue
+        if not isinstance(spec, _Map):
+            c.error(line, path, f"must be a mapping with type and path, got {_kind(spec)}")
+            continue
+        for key in spec:
+            if key not in OUTPUT_KEYS:
+                c.error(
+                    spec.key_lines[key],
+                    f"{path}.{_key_label(key)}",
+                    f"unknown output key {key!r} (allowed: {', '.join(OUTPUT_KEYS)})",
+                )
+        type_ = spec.get("type")
+        if type_ is None:
+            c.error(line, f"{path}.type", f"is required: one of {', '.join(OUTPUT_TYPES)}")
+            continue
+        if type_ is _INVALID:
+            continue
+        if not isinstance(type_, str) or type_ not in OUTPUT_TYPES:
+            c.error(
+                spec.value_lines["type"],
+                f"{path}.type",
+                f"{_show(type_)} is not one of {', '.join(OUTPUT_TYPES)}",
+            )
+            continue
+        expression = _string(c, spec, "path", path=f"{path}.path", required=True)
+        if expression is None:
+            continue
+        try:
+            jmespath.compile(expression)
+        except jmespath.exceptions.JMESPathError as exc:
+            reason = " ".join(str(exc).split())[:160]
+            c.error(
+                spec.value_lines["path"], f"{path}.path", f"is not a JMESPath expression: {reason}"
+            )
+            continue
+        description = ""
+        if spec.get("description") is not None:
+            description = (
+                _string(c, spec, "description", path=f"{path}.description", required=False) or ""
+            )
+        nullable = _boolean(c, spec, "nullable", path=f"{path}.nullable", default=False)
+        c.lines[path] = line
+        outputs[name] = {
+            "type": type_,
+            "path": expression,
+            "description": description,
+            "nullable": nullable,
+        }
+    return outputs
 
 
 def _jsonable(value: Any) -> Any:
@@ -749,6 +944,16 @@ def _check_manifest(c: _Checker, m: _Map, folder_name: str | None, body: str) ->
     integrations = _check_integrations(c, m)
     timeout = _integer(c, m, "timeout", low=1, high=MAX_TIMEOUT, default=DEFAULT_TIMEOUT)
     network = _boolean(c, m, "network", path="network", default=True)
+    kind = _check_kind(c, m)
+    request: dict[str, Any] | None = None
+    outputs: dict[str, dict[str, Any]] = {}
+    if kind == "http":
+        request = _check_request(c, m, inputs, integrations)
+        outputs = _check_outputs(c, m, request)
+    else:
+        for key in ("request", "outputs"):
+            if key in m:
+                c.error(m.key_lines[key], key, "is only for kind: http (this tool runs code)")
     extra: dict[str, Any] = {}
     for key in m:
         if key not in TOP_KEYS:
@@ -768,6 +973,9 @@ def _check_manifest(c: _Checker, m: _Map, folder_name: str | None, body: str) ->
         network=network,
         extra=extra,
         body=body,
+        kind=kind,
+        request=request,
+        outputs=outputs,
     )
 
 
@@ -847,29 +1055,15 @@ def _parse(text: str | bytes, c: _Checker, folder_name: str | None) -> ParseResu
         )
         return ParseResult(None, c.problems)
     manifest = _check_manifest(c, value, folder_name, body)
-    return ParseResult(manifest, c.problems)
+    return ParseResult(manifest, c.problems, c.lines)
 
 
 def _yaml_error_line(exc: yaml.YAMLError, frontmatter: str) -> int:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    if mark is not None:
-        return int(mark.line) + FIRST_FRONTMATTER_LINE
-    position = getattr(exc, "position", None)  # a ReaderError (unprintable character)
-    if isinstance(position, int):
-        before = frontmatter[:position]
-        return before.count("\n") + FIRST_FRONTMATTER_LINE
-    return 1
+    return strictyaml.error_line(exc, frontmatter, FIRST_FRONTMATTER_LINE)
 
 
 def _yaml_message(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        context = exc.context or ""
-        if context and exc.context_mark is not None:
-            context += f" (line {exc.context_mark.line + FIRST_FRONTMATTER_LINE})"
-        detail = ", ".join(p for p in (context, exc.problem or "") if p)
-    else:
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return f"YAML syntax error: {detail}"
+    return strictyaml.error_message(exc, FIRST_FRONTMATTER_LINE)
 
 
 def _folder_and_toolmd(path: str) -> tuple[str, str]:
@@ -899,11 +1093,47 @@ def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
     result = parse_toolmd(files["TOOL.md"], toolmd_path, folder_name or None)
     problems += result.problems
     if result.manifest is None:
+        if _declares_http(files["TOOL.md"]):
+            return ParseResult(None, problems)
         return ParseResult(None, problems + _missing_entry_for_text(files, toolmd_path))
-    problems += _entry_problems(files, result.manifest.language, toolmd_path, 1)
+    if result.manifest.kind == "http":
+        from tools_app import httpchecks  # the checks that know the console's settings
+
+        problems += _http_entry_problems(files, toolmd_path)
+        problems += httpchecks.check(result.manifest, files, toolmd_path, result.lines)
+    else:
+        problems += _entry_problems(files, result.manifest.language, toolmd_path, 1)
+        problems += _samples_in_code_tool(files, toolmd_path)
     if any(p.severity == ERROR for p in problems):
-        return ParseResult(None, problems)
-    return ParseResult(result.manifest, problems)
+        return ParseResult(None, problems, result.lines)
+    return ParseResult(result.manifest, problems, result.lines)
+
+
+def _declares_http(data: bytes) -> bool:
+    """An invalid TOOL.md that says kind: http is not missing an entry file."""
+    return re.search(rb"(?m)^kind:[ \t]*[\"']?http\b", data) is not None
+
+
+def _http_entry_problems(files: Mapping[str, bytes], toolmd_path: str) -> list[Problem]:
+    present = [n for names in ENTRY_FILES.values() for n in names if n in files]
+    if not present:
+        return []
+    return [
+        Problem(
+            toolmd_path,
+            1,
+            "entry",
+            f"a kind: http tool runs no code: remove {', '.join(present)} "
+            "(or drop kind: http to make it a code tool)",
+        )
+    ]
+
+
+def _samples_in_code_tool(files: Mapping[str, bytes], toolmd_path: str) -> list[Problem]:
+    if any(name.startswith("samples/") and name.endswith(".json") for name in files):
+        message = "samples/*.json are only read for kind: http tools"
+        return [Problem(toolmd_path, 1, "samples", message, WARNING)]
+    return []
 
 
 def _missing_entry_for_text(files: Mapping[str, bytes], toolmd_path: str) -> list[Problem]:

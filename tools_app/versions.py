@@ -129,7 +129,14 @@ def _same_content(files: Mapping[str, bytes], latest: ToolVersion) -> bool:
 
 
 def publish_version(version: ToolVersion, *, actor: Actor) -> None:
-    """Make `version` the one agents get, and mirror it into DATA_PATH/tools."""
+    """Make `version` the one agents get, and mirror it into DATA_PATH/tools.
+
+    An http tool is checked again first (raises InvalidTool): its request boundary depends
+    on settings (the allow list, ALLOWED_HOSTS) that may have changed since it was saved."""
+    if version.manifest.get("kind") == "http":
+        result = validate(version.tool.name, version.file_bytes())
+        if not result.ok:
+            raise InvalidTool(result.errors)
     with transaction.atomic():
         tool = Tool.objects.select_for_update().get(pk=version.tool_id)
         previous = tool.published_version_id

@@ -54,6 +54,9 @@ def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
         return forms.FloatField(required=required, initial=value, **common)
     if spec.type == "integer":
         return forms.IntegerField(required=required, initial=value, **common)
+    if spec.type in ("json", "file", "file[]"):
+        # A plain JSON box until the run form has its own json and file widgets.
+        return forms.JSONField(required=required, initial=value, **common)
     if spec.type == "boolean":
         if spec.optional and not spec.has_default:
             # Unset, yes or no: a checkbox could not say "leave it to the tool".
@@ -76,6 +79,8 @@ class RunForm(forms.Form):
         self.manifest = manifest
         last = last or {}
         for name, spec in manifest.inputs.items():
+            if spec.visibility == "hidden":  # an integration fills it, never a person
+                continue
             self.fields[name] = field_for(spec, last.get(name))
 
     def refuse_undecodable(self, names: set[str]) -> None:
@@ -87,6 +92,8 @@ class RunForm(forms.Form):
         so the tool's own defaults apply."""
         params: dict[str, Any] = {}
         for name, spec in self.manifest.inputs.items():
+            if name not in self.fields:
+                continue
             value = self.cleaned_data.get(name)
             unset = value is None or (value == "" and spec.type in ("string", "enum"))
             if unset and (spec.optional or spec.has_default):

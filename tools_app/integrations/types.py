@@ -12,9 +12,8 @@ from typing import Any
 
 import yaml
 from django.conf import settings
-from yaml.constructor import SafeConstructor
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from tools_app import strictyaml
 from tools_app.checks import warning_source
 from tools_app.integrations.errors import UnknownType
 from tools_app.integrations.validation import (
@@ -102,73 +101,10 @@ class TypeRegistry:
     problems: list[Problem]
 
 
-class _Refused(Exception):
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-        self.message = message
-
-
-class _Loader(yaml.SafeLoader):
-    """Composes nodes only; anchors and aliases are refused before anything expands."""
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(
-                event.start_mark.line + 1, "YAML anchors and aliases (& and *) are not allowed"
-            )
-        return super().compose_node(parent, index)
-
-
-class _Map(dict):
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.lines: dict[str, int] = {}
-
-
-class _Seq(list):
-    def __init__(self, line: int) -> None:
-        super().__init__()
-        self.line = line
-        self.lines: list[int] = []
-
-
-_constructor = SafeConstructor()
-_SCALARS = {
-    "tag:yaml.org,2002:str": lambda n: n.value,
-    "tag:yaml.org,2002:int": _constructor.construct_yaml_int,
-    "tag:yaml.org,2002:bool": _constructor.construct_yaml_bool,
-    "tag:yaml.org,2002:null": lambda n: None,
-    "tag:yaml.org,2002:float": _constructor.construct_yaml_float,
-}
-
-
-def _value(node: Node) -> Any:
-    line = node.start_mark.line + 1
-    if isinstance(node, MappingNode):
-        result = _Map(line)
-        for key_node, value_node in node.value:
-            key = _value(key_node)
-            if not isinstance(key, str):
-                raise _Refused(key_node.start_mark.line + 1, "keys must be strings")
-            if key in result:
-                raise _Refused(key_node.start_mark.line + 1, f"duplicate key {key!r}")
-            result[key] = _value(value_node)
-            result.lines[key] = key_node.start_mark.line + 1
-        return result
-    if isinstance(node, SequenceNode):
-        seq = _Seq(line)
-        for item in node.value:
-            seq.append(_value(item))
-            seq.lines.append(item.start_mark.line + 1)
-        return seq
-    assert isinstance(node, ScalarNode)
-    make = _SCALARS.get(node.tag)
-    if make is None:
-        raise _Refused(line, f"unsupported YAML value (tag {node.tag})")
-    return make(node)
+_Map = strictyaml.Map
+_Seq = strictyaml.Seq
+# Type files hold no dates: a timestamp-looking value is a tag error, not a datetime.
+_SCALAR_TAGS = frozenset(strictyaml.SCALAR_TAGS - {strictyaml.TAG + "timestamp"})
 
 
 class _Checker:
@@ -196,7 +132,7 @@ def _display_path(path: Path) -> str:
 
 def _text(c: _Checker, m: _Map, key: str, path: str, *, required: bool, limit: int = 2000) -> str:
     value = m.get(key)
-    line = m.lines.get(key, m.line)
+    line = m.key_lines.get(key, m.line)
     if value is None or value == "":
         if required:
             c.error(line, path, "is required")
@@ -215,7 +151,7 @@ def _flag(c: _Checker, m: _Map, key: str, path: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        c.error(m.lines.get(key, m.line), path, f"must be true or false, not {value!r}")
+        c.error(m.key_lines.get(key, m.line), path, f"must be true or false, not {value!r}")
         return False
     return value
 
@@ -228,32 +164,38 @@ def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | N
     for key in item:
         if key not in FIELD_KEYS:
             c.error(
-                item.lines[key], f"{path}.{key}", f"unknown key (allowed: {', '.join(FIELD_KEYS)})"
+                item.key_lines[key],
+                f"{path}.{key}",
+                f"unknown key (allowed: {', '.join(FIELD_KEYS)})",
             )
     name = _text(c, item, "name", f"{path}.name", required=True, limit=64)
     if name and not FIELD_NAME_RE.fullmatch(name):
         c.error(
-            item.lines["name"], f"{path}.name", f"{name!r} does not match {FIELD_NAME_RE.pattern}"
+            item.key_lines["name"],
+            f"{path}.name",
+            f"{name!r} does not match {FIELD_NAME_RE.pattern}",
         )
     env = _text(c, item, "env", f"{path}.env", required=True, limit=128)
     if env and (problem := env_problem(env)):
-        c.error(item.lines["env"], f"{path}.env", problem)
+        c.error(item.key_lines["env"], f"{path}.env", problem)
     kind = _text(c, item, "kind", f"{path}.kind", required=False) or "string"
     if kind not in KINDS:
-        c.error(item.lines["kind"], f"{path}.kind", f"{kind!r} is not one of {', '.join(KINDS)}")
+        c.error(
+            item.key_lines["kind"], f"{path}.kind", f"{kind!r} is not one of {', '.join(KINDS)}"
+        )
     secret = _flag(c, item, "secret", f"{path}.secret")
     if secret and kind != "string":
-        c.error(item.lines["kind"], f"{path}.kind", "secret fields must be of kind string")
+        c.error(item.key_lines["kind"], f"{path}.kind", "secret fields must be of kind string")
     default = item.get("default")
     if default is not None and not isinstance(default, str):
-        c.error(item.lines["default"], f"{path}.default", "must be a string")
+        c.error(item.key_lines["default"], f"{path}.default", "must be a string")
         default = None
     if secret and default:
-        c.error(item.lines["default"], f"{path}.default", "secret fields cannot have a default")
+        c.error(item.key_lines["default"], f"{path}.default", "secret fields cannot have a default")
     if default and kind in KINDS and not secret:
         problem = value_problem(kind, default)
         if problem:
-            c.error(item.lines["default"], f"{path}.default", problem)
+            c.error(item.key_lines["default"], f"{path}.default", problem)
     spec = FieldSpec(
         name=name,
         env=env,
@@ -294,7 +236,7 @@ def _check_template(
 
 def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSpec | None:
     test = m["test"]
-    line = m.lines["test"]
+    line = m.key_lines["test"]
     if test is None:
         return None
     if not isinstance(test, _Map):
@@ -303,23 +245,25 @@ def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSp
     for key in test:
         if key not in TEST_KEYS:
             c.error(
-                test.lines[key], f"test.{key}", f"unknown key (allowed: {', '.join(TEST_KEYS)})"
+                test.key_lines[key], f"test.{key}", f"unknown key (allowed: {', '.join(TEST_KEYS)})"
             )
     method = (_text(c, test, "method", "test.method", required=False) or "GET").upper()
     if method not in METHODS:
         c.error(
-            test.lines["method"], "test.method", f"{method!r} is not one of {', '.join(METHODS)}"
+            test.key_lines["method"],
+            "test.method",
+            f"{method!r} is not one of {', '.join(METHODS)}",
         )
     url = _text(c, test, "url", "test.url", required=True, limit=MAX_URL)
     if url:
-        _check_template(c, url, test.lines["url"], "test.url", fields)
+        _check_template(c, url, test.key_lines["url"], "test.url", fields)
         scheme = url.split(":", 1)[0].lower() if ":" in url.split("{", 1)[0] else ""
         starts_with_url_field = any(
             url.startswith("{" + f.name + "}") and f.kind == "url" for f in fields.values()
         )
         if scheme not in ("http", "https") and not starts_with_url_field:
             c.error(
-                test.lines["url"],
+                test.key_lines["url"],
                 "test.url",
                 "must start with http://, https:// or a {field} of kind url",
             )
@@ -327,10 +271,10 @@ def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSp
     raw_headers = test.get("headers")
     if raw_headers is not None:
         if not isinstance(raw_headers, _Map):
-            c.error(test.lines["headers"], "test.headers", "must be a mapping of name: value")
+            c.error(test.key_lines["headers"], "test.headers", "must be a mapping of name: value")
         else:
             for name, value in raw_headers.items():
-                hline = raw_headers.lines[name]
+                hline = raw_headers.key_lines[name]
                 if not re.fullmatch(r"[A-Za-z0-9-]{1,100}", name):
                     c.error(hline, f"test.headers.{name}", "is not a valid header name")
                     continue
@@ -341,16 +285,16 @@ def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSp
                 headers.append((name, value))
     body = _text(c, test, "body", "test.body", required=False, limit=16 * 1024)
     if body:
-        _check_template(c, body, test.lines["body"], "test.body", fields)
+        _check_template(c, body, test.key_lines["body"], "test.body", fields)
         if method != "POST":
-            c.error(test.lines["body"], "test.body", "only a POST test can have a body")
+            c.error(test.key_lines["body"], "test.body", "only a POST test can have a body")
     expect: list[int] = []
     raw_expect = test.get("expect")
     if raw_expect is not None:
         items = raw_expect if isinstance(raw_expect, list) else [raw_expect]
         for item in items:
             if isinstance(item, bool) or not isinstance(item, int) or not 100 <= item <= 599:
-                c.error(test.lines["expect"], "test.expect", f"{item!r} is not an HTTP status")
+                c.error(test.key_lines["expect"], "test.expect", f"{item!r} is not an HTTP status")
             else:
                 expect.append(item)
     return TestSpec(url=url, method=method, headers=tuple(headers), body=body, expect=tuple(expect))
@@ -372,26 +316,31 @@ def parse_type(
             return None, c.problems
     if not TYPE_SLUG_RE.fullmatch(slug):
         c.error(1, "file", f"the file name {slug!r} must match {TYPE_SLUG_RE.pattern}")
-    loader = _Loader(text)
     try:
-        node = loader.get_single_node()
-        data = _value(node) if node is not None else None
-    except _Refused as exc:
-        c.error(exc.line, "yaml", exc.message)
+        node = strictyaml.compose(text)
+    except strictyaml.Refused as exc:
+        c.error(exc.mark.line + 1, "yaml", exc.message)
         return None, c.problems
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         c.error(line, "yaml", getattr(exc, "problem", None) or str(exc).splitlines()[0])
         return None, c.problems
-    finally:
-        loader.dispose()
+    except UnicodeError:
+        c.error(1, "yaml", "the text is not valid Unicode")
+        return None, c.problems
+    reader = strictyaml.Reader(c.error, scalar_tags=_SCALAR_TAGS)
+    data = reader.convert(node) if node is not None else None
+    if c.failed:  # duplicate keys, tags, non-string keys: the file cannot be trusted further
+        return None, c.problems
     if not isinstance(data, _Map):
         c.error(1, "file", "must be a YAML mapping with label, description and fields")
         return None, c.problems
     for key in data:
         if key not in TYPE_KEYS:
-            c.warning(data.lines[key], key, f"unknown key, ignored (known: {', '.join(TYPE_KEYS)})")
+            c.warning(
+                data.key_lines[key], key, f"unknown key, ignored (known: {', '.join(TYPE_KEYS)})"
+            )
     label = _text(c, data, "label", "label", required=True, limit=MAX_LABEL)
     description = _text(c, data, "description", "description", required=True)
     custom = _flag(c, data, "custom", "custom")
@@ -399,14 +348,18 @@ def parse_type(
     raw_fields = data.get("fields")
     if raw_fields is None or raw_fields == []:
         if not custom:
-            c.error(data.lines.get("fields", data.line), "fields", "is required (a list of fields)")
+            c.error(
+                data.key_lines.get("fields", data.line), "fields", "is required (a list of fields)"
+            )
     elif not isinstance(raw_fields, _Seq):
-        c.error(data.lines["fields"], "fields", "must be a list of fields")
+        c.error(data.key_lines["fields"], "fields", "must be a list of fields")
     elif custom:
-        c.error(data.lines["fields"], "fields", "a custom type has no fields: admins define them")
+        c.error(
+            data.key_lines["fields"], "fields", "a custom type has no fields: admins define them"
+        )
     else:
         envs: dict[str, str] = {}
-        for index, (item, line) in enumerate(zip(raw_fields, raw_fields.lines, strict=True)):
+        for index, (item, line) in enumerate(zip(raw_fields, raw_fields.item_lines, strict=True)):
             spec = _check_field(c, item, index, line)
             if spec is None or not spec.name:
                 continue
@@ -422,11 +375,11 @@ def parse_type(
                 fields[spec.name] = spec
                 envs[spec.env] = spec.name
         if len(fields) > MAX_FIELDS:
-            c.error(data.lines["fields"], "fields", f"more than {MAX_FIELDS} fields")
+            c.error(data.key_lines["fields"], "fields", f"more than {MAX_FIELDS} fields")
     test = None
     if "test" in data:
         if custom:
-            c.error(data.lines["test"], "test", "a custom type cannot have a test")
+            c.error(data.key_lines["test"], "test", "a custom type cannot have a test")
         else:
             test = _check_test(c, data, fields)
     if c.failed:

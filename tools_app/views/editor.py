@@ -404,7 +404,12 @@ def tool_download(request: HttpRequest, name: str, number: int) -> HttpResponse:
 def tool_publish(request: HttpRequest, name: str, number: int) -> HttpResponse:
     tool = get_tool_or_404(name)
     version = _version_or_404(tool, number)
-    publish_version(version, actor=Actor.from_request(request))
+    try:
+        publish_version(version, actor=Actor.from_request(request))
+    except InvalidTool as exc:
+        problems = "; ".join(str(p) for p in exc.problems[:5])
+        messages.error(request, f"Version {version.number} cannot be published: {problems}")
+        return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
     note = "" if tool.enabled else " The tool is disabled: enable it to serve it to agents."
     messages.success(request, f"Published version {version.number}.{note}")
     return _redirect_back(request, reverse("tool_versions", args=[tool.name]))

@@ -1,0 +1,447 @@
+"""Runs of kind: http tools (DESIGN.md section 8, tools_app/httptool.py) against local HTTP
+servers on 127.0.0.1, allowed through CONSOLE_TOOL_NETWORK_ALLOW as an admin would."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
+from tools_app import httptool, integrations, runs
+from tools_app.audit import Actor
+from tools_app.models import Run, RunArtifact, Tool
+from tools_app.models.runs import RunStatus, RunVia
+from tools_app.versions import save_version
+
+TOKEN = "s3cr3t-apify-token-7f"
+SAMPLE = {"source": "https://docs.example.com/items", "status": 200,
+          "body": {"data": {"id": "x", "status": "READY", "auth": "Bearer x"}}}  # fmt: skip
+
+
+class Server:
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+        self.release = threading.Event()
+        self.on_hang = None
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, status: int, body: bytes, ctype: str, **headers: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for key, value in headers.items():
+                    self.send_header(key.replace("_", "-"), value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                server.seen.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "body": body,
+                        "headers": dict(self.headers),
+                    }  # fmt: skip
+                )
+                path = self.path.split("?")[0]
+                if path.startswith("/item/"):
+                    data = {"data": {"id": path[6:], "status": "READY",
+                                     "auth": self.headers.get("Authorization", "")},
+                            "query": self.path.partition("?")[2],
+                            "sent": json.loads(body) if body else None}  # fmt: skip
+                    self._send(200, json.dumps(data).encode(), "application/json")
+                elif path == "/text":
+                    self._send(200, b"plain words\n", "text/plain; charset=utf-8")
+                elif path == "/report.pdf":
+                    self._send(200, b"%PDF-1.4 " + bytes(range(256)) * 4, "application/pdf")
+                elif path == "/huge":
+                    size = 11 * 1024 * 1024
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    chunk = b"x" * 65536
+                    try:
+                        for _ in range(size // len(chunk)):
+                            self.wfile.write(chunk)
+                    except OSError:
+                        pass
+                elif path == "/slow":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", "1000000")
+                    self.end_headers()
+                    try:  # one byte at a time, never done (slow loris)
+                        while not server.release.wait(0.2):
+                            self.wfile.write(b"x")
+                            self.wfile.flush()
+                    except OSError:
+                        pass
+                elif path == "/loop":
+                    self._send(302, b"", "text/plain", Location="/loop")
+                elif path == "/elsewhere":
+                    target = f"http://127.0.0.1:{server.other_port}/item/moved"
+                    self._send(302, b"", "text/plain", Location=target)
+                elif path == "/busy":
+                    busy = sum(1 for s in server.seen if s["path"].startswith("/busy")) < 2
+                    if busy:
+                        self._send(503, b"busy", "text/plain", Retry_After="0")
+                    else:
+                        self._send(200, b'{"data": {"id": "ok"}}', "application/json")
+                elif path == "/hang":
+                    if server.on_hang is not None:
+                        server.on_hang()
+                    server.release.wait(60)
+                    self._send(200, b"{}", "application/json")
+                else:
+                    self._send(404, b"nope", "text/plain")
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _handle
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        other = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        other.daemon_threads = True
+        self.other = other
+        self.other_port = other.server_address[1]
+        for srv in (self.httpd, other):
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        for srv in (self.httpd, self.other):
+            srv.shutdown()
+            srv.server_close()
+
+
+@pytest.fixture
+def server(settings) -> Iterator[Server]:
+    srv = Server()
+    # The console itself is console.test here: 127.0.0.1 is a provider the admin allowed.
+    settings.ALLOWED_HOSTS = ["console.test"]
+    settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{srv.port}"
+    yield srv
+    srv.close()
+
+
+def toolmd(server: Server, request: str, *, inputs: str = "", outputs: str = "",
+           integrations: str = "", timeout: int = 60) -> str:  # fmt: skip
+    return (
+        "---\nname: fetcher\ndescription: Calls a local API.\nkind: http\n"
+        f"timeout: {timeout}\n{integrations}"
+        + (f"inputs:\n{inputs}" if inputs else "")
+        + f"request:\n{request}"
+        + (f"outputs:\n{outputs}" if outputs else "")
+        + "---\n# Fetcher\n"
+    ).replace("BASE", f"http://127.0.0.1:{server.port}")
+
+
+def make(text: str, *, publish: bool = True) -> Tool:
+    files = {"TOOL.md": text.encode(), "samples/item.json": json.dumps(SAMPLE).encode()}
+    save_version("fetcher", files, actor=Actor.system(), publish=publish)
+    return Tool.objects.get(name="fetcher")
+
+
+def run_of(tool: Tool, params: dict, *, actor=None, draft: bool = False) -> Run:
+    version = tool.versions.order_by("-number").first() if draft else tool.published_version
+    run = runs.start_run(
+        version, params, actor=actor or Actor.system(), via=RunVia.BROWSER, enqueue=False
+    )
+    return runs.execute_run(run.pk)
+
+
+ITEM = """  method: GET
+  url: BASE/item/{{item_id}}
+  query: {fields: "{{fields}}", fixed: "a b&c"}
+"""
+ITEM_INPUTS = """  item_id: {type: string, description: Item}
+  fields: {type: string, description: Fields, optional: true}
+"""
+ITEM_OUTPUTS = """  id: {type: string, path: data.id}
+  status: {type: string, path: data.status}
+"""
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_maps_outputs_into_text_and_structured_content(server) -> None:
+    tool = make(toolmd(server, ITEM, inputs=ITEM_INPUTS, outputs=ITEM_OUTPUTS))
+    run = run_of(tool, {"item_id": "a/../b c"})
+
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert run.result["structuredContent"] == {"id": "a%2F..%2Fb%20c", "status": "READY"}
+    assert json.loads(run.result["content"][0]["text"]) == run.result["structuredContent"]
+    # The input stayed inside its path segment; the optional param was left out.
+    assert server.seen[0]["path"] == "/item/a%2F..%2Fb%20c?fixed=a+b%26c"
+    assert run.updates.exists()
+
+
+def test_it_builds_a_json_body_on_the_structure(server) -> None:
+    request = """  method: POST
+  url: BASE/item/new
+  body: {input: "{{extra}}", name: "n-{{name}}", n: 3}
+"""
+    inputs = """  extra: {type: json, description: Extra}
+  name: {type: string, description: Name}
+"""
+    tool = make(toolmd(server, request, inputs=inputs))
+    evil = '", "admin": true, "x": "'
+    run = run_of(tool, {"extra": {"k": [1, None]}, "name": evil})
+
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    sent = json.loads(server.seen[0]["body"])
+    assert sent == {"input": {"k": [1, None]}, "name": "n-" + evil, "n": 3}
+    assert server.seen[0]["headers"]["Content-Type"] == "application/json"
+
+
+def test_it_returns_text_and_makes_binary_an_artifact(server) -> None:
+    tool = make(toolmd(server, "  url: BASE/text\n  response: text\n"))
+    assert run_of(tool, {}).result["content"][0]["text"] == "plain words\n"
+
+    Tool.objects.all().delete()
+    tool = make(toolmd(server, "  url: BASE/report.pdf\n  response: binary\n"))
+    run = run_of(tool, {})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    artifact = RunArtifact.objects.get(run=run)
+    assert artifact.name == "report.pdf" and artifact.size == 9 + 1024
+    assert "artifact report.pdf" in run.result["content"][0]["text"]
+
+
+def test_it_refuses_a_body_over_10_mib_while_reading(server) -> None:
+    tool = make(toolmd(server, "  url: BASE/huge\n  response: binary\n"))
+    run = run_of(tool, {})
+    assert run.status == RunStatus.FAILED
+    assert "larger than 10 MiB" in run.result["content"][0]["text"]
+    assert not RunArtifact.objects.filter(run=run).exists()
+
+
+def test_it_times_out_a_slow_loris_server(server) -> None:
+    tool = make(toolmd(server, "  url: BASE/slow\n  response: text\n  timeout: 1\n"))
+    run = run_of(tool, {})
+    assert run.status == RunStatus.TIMED_OUT, run.result
+    assert run.result["isError"]
+
+
+def test_it_stops_a_redirect_loop(server) -> None:
+    tool = make(toolmd(server, "  url: BASE/loop\n  response: text\n"))
+    run = run_of(tool, {})
+    assert run.status == RunStatus.FAILED
+    assert "more than 5 redirects" in run.result["content"][0]["text"]
+
+
+def test_it_refuses_a_redirect_to_a_loopback_port_not_allowed(server) -> None:
+    tool = make(toolmd(server, "  url: BASE/elsewhere\n  response: text\n"))
+    run = run_of(tool, {})
+    assert run.status == RunStatus.FAILED
+    assert "refused by the egress policy" in run.result["content"][0]["text"]
+    assert all(s["path"] != "/item/moved" for s in server.seen)
+
+
+def test_it_retries_get_on_503_and_never_post(server) -> None:
+    tool = make(
+        toolmd(server, "  url: BASE/busy\n", outputs="  id: {type: string, path: data.id}\n")
+    )
+    SAMPLE["body"]["data"]["id"] = "x"
+    run = run_of(tool, {})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert [s["method"] for s in server.seen] == ["GET", "GET"]  # 503, then 200
+
+    server.seen.clear()
+    Tool.objects.all().delete()
+    tool = make(toolmd(server, "  method: POST\n  url: BASE/busy\n  body: {a: 1}\n"))
+    run = run_of(tool, {})
+    assert run.status == RunStatus.FAILED
+    assert "HTTP 503" in run.result["content"][0]["text"]
+    assert [s["method"] for s in server.seen] == ["POST"]
+
+
+def test_it_honours_retry_after_up_to_a_cap() -> None:
+    from tools_app import http
+
+    def result(value: str) -> http.HttpResult:
+        return http.HttpResult(503, "", {"retry-after": value}, b"", False, "", 0.0)
+
+    assert httptool._retry_delay(result("7"), 0) == 7
+    assert httptool._retry_delay(result("86400"), 0) == httptool.RETRY_AFTER_CAP
+    assert httptool._retry_delay(result(""), 1) == 2 * httptool.RETRY_BACKOFF
+
+
+def test_it_cancels_a_request_in_flight(server) -> None:
+    tool = make(toolmd(server, "  url: BASE/hang\n  response: text\n", timeout=120))
+    run = runs.start_run(tool.published_version, {}, actor=Actor.system(), via="browser",
+                         enqueue=False)  # fmt: skip
+    server.on_hang = lambda: Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    done: list[Run] = []
+    thread = threading.Thread(target=lambda: done.append(runs.execute_run(run.pk)))
+    thread.start()
+    thread.join(60)  # a liveness bound: without the abort it waits for the server (60 s)
+    assert not server.release.is_set()
+    assert done and done[0].status == RunStatus.CANCELLED, done
+    assert "in flight" in done[0].result["content"][0]["text"]
+
+
+@pytest.fixture
+def apify(fernet_keys, server):  # noqa: F811
+    fernet_keys("A")
+    return integrations.create_integration(
+        "apify", "apify", actor=Actor.system(), secrets={"token": TOKEN}
+    )
+
+
+AUTH = '  url: BASE/item/me\n  headers: {Authorization: "Bearer {{apify.APIFY_TOKEN}}"}\n'
+
+
+def test_it_redacts_an_integration_secret_from_the_result(server, apify) -> None:
+    tool = make(
+        toolmd(
+            server,
+            AUTH,
+            integrations="integrations: [apify]\n",
+            outputs="  auth: {type: string, path: data.auth}\n",
+        )  # fmt: skip
+    )
+    run = run_of(tool, {})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert server.seen[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    assert TOKEN not in json.dumps(run.result)
+    assert run.result["structuredContent"]["auth"] == "Bearer {{apify.token}}"
+
+
+def test_it_fills_a_hidden_input_from_the_integration(server, apify) -> None:
+    text = toolmd(
+        server,
+        "  url: BASE/item/{{token}}\n  response: text\n",
+        integrations="integrations: [apify]\n",
+        inputs="  token: {type: string, description: Token, visibility: hidden}\n",
+    )
+    run = run_of(make(text), {})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert server.seen[0]["path"] == f"/item/{TOKEN}"
+    assert TOKEN not in json.dumps(run.result)
+
+
+def test_it_withholds_an_integration_from_a_developers_draft(server, apify, developer) -> None:
+    text = toolmd(server, AUTH, integrations="integrations: [apify]\n")
+    tool = make(text, publish=False)
+    run = run_of(tool, {}, actor=Actor(user=developer), draft=True)
+    assert run.status == RunStatus.FAILED
+    assert "'apify' was withheld" in run.result["content"][0]["text"]
+    assert server.seen == []
+
+
+def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
+    """The real path: start_run queues the task; a worker process (its own settings from
+    its environment) makes the request and stores the outcome."""
+    import uuid
+
+    from cryptography.fernet import Fernet
+    from worker_fixtures import (
+        REDIS_URL,
+        CeleryWorker,
+        _configure_publisher,
+        redis_reachable,
+        skip_or_fail,
+        wait_for_run,
+        worker_database_url,
+    )
+
+    database_url = worker_database_url()
+    if database_url is None:
+        skip_or_fail("the worker needs a file or PostgreSQL test database")
+    srv = Server()
+    allow = f"127.0.0.1:{srv.port}"
+    settings.ALLOWED_HOSTS = ["console.test"]
+    settings.TOOL_NETWORK_ALLOW = allow
+    worker = CeleryWorker(
+        root=tmp_path / "worker",
+        broker_url=REDIS_URL if redis_reachable() else "filesystem://",
+        queue=f"test-http-{uuid.uuid4().hex[:8]}",
+        database_url=database_url,
+        encryption_key=Fernet.generate_key().decode(),
+        concurrency=1,
+        extra_env={"CONSOLE_TOOL_NETWORK_ALLOW": allow, "CONSOLE_ALLOWED_HOSTS": "console.test"},
+    )
+    settings.CONSOLE_ENCRYPTION_KEYS = [worker.encryption_key]
+    undo = _configure_publisher(worker)
+    worker.start()
+    try:
+        tool = make(toolmd(srv, ITEM, inputs=ITEM_INPUTS, outputs=ITEM_OUTPUTS))
+        run = runs.start_run(
+            tool.published_version, {"item_id": "w1"}, actor=Actor.system(), via=RunVia.API
+        )
+        run = wait_for_run(run.pk, (RunStatus.SUCCEEDED, RunStatus.FAILED), worker=worker)
+        assert run.status == RunStatus.SUCCEEDED, run.result
+        assert run.result["structuredContent"] == {"id": "w1", "status": "READY"}
+        assert run.worker  # a worker process claimed it
+    finally:
+        worker.stop()
+        undo()
+        srv.close()
+
+
+def test_it_never_expands_templates_inside_an_input(server, apify) -> None:
+    """An input holding `{{apify.APIFY_TOKEN}}` is sent as that text, not as the secret."""
+    text = toolmd(
+        server,
+        '  url: BASE/item/{{item_id}}\n  body: {q: "x-{{item_id}}"}\n  method: POST\n'
+        '  headers: {Authorization: "Bearer {{apify.APIFY_TOKEN}}"}\n  response: text\n',
+        integrations="integrations: [apify]\n",
+        inputs="  item_id: {type: string, description: Item}\n",
+    )
+    run = run_of(make(text), {"item_id": "{{apify.APIFY_TOKEN}}"})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    seen = server.seen[0]
+    assert TOKEN not in seen["path"] and TOKEN not in seen["body"].decode()
+    assert json.loads(seen["body"]) == {"q": "x-{{apify.APIFY_TOKEN}}"}
+
+
+def test_it_refuses_a_header_split_by_an_input(server) -> None:
+    text = toolmd(
+        server,
+        '  url: BASE/item/x\n  headers: {X-Note: "{{note}}"}\n  response: text\n',
+        inputs="  note: {type: string, description: Note}\n",
+    )
+    run = run_of(make(text), {"note": "hi\r\nX-Admin: yes"})
+    assert run.status == RunStatus.FAILED
+    assert all("X-Admin" not in s["headers"] for s in server.seen)
+    assert "header X-Note: a filled-in value holds a line break" in str(run.result)
+    assert "X-Admin" not in str(run.result)
+
+
+def test_it_runs_from_the_run_form_without_asking_for_hidden_inputs(
+    server, apify, console_admin, settings
+) -> None:
+    from django.test import Client
+
+    settings.ALLOWED_HOSTS = ["console.test", "testserver"]
+    text = toolmd(
+        server,
+        '  method: POST\n  url: BASE/item/{{token}}\n  body: {extra: "{{extra}}"}\n'
+        "  response: text\n",
+        integrations="integrations: [apify]\n",
+        inputs="  token: {type: string, description: Token, visibility: hidden}\n"
+        "  extra: {type: json, description: Extra}\n",
+    )
+    make(text)
+    client = Client()
+    client.force_login(console_admin)
+    page = client.get("/tools/fetcher/run/").content.decode()
+    assert 'name="extra"' in page and 'name="token"' not in page
+
+    client.post("/tools/fetcher/run/", {"extra": '{"a": [1, 2]}'})
+
+    run = Run.objects.get()
+    assert run.params == {"extra": {"a": [1, 2]}}

@@ -1,0 +1,136 @@
+"""kind: http tools: TOOL.md keys and the three checks (DESIGN.md section 8), case by case
+from tests/data/http, through the same validation as validate_tools, saving and publishing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from tools_app import toolmd
+
+CASES = Path(__file__).parent / "data" / "http"
+NAMES = sorted(p.name for p in CASES.iterdir() if p.is_dir())
+
+
+@pytest.fixture
+def console(settings):
+    settings.ALLOWED_HOSTS = ["console.example.org", "127.0.0.1", "localhost"]
+    settings.TOOL_NETWORK_ALLOW = ""
+    return settings
+
+
+def _problems(case: Path, settings) -> list[str]:
+    allow = case / "allow.txt"
+    settings.TOOL_NETWORK_ALLOW = allow.read_text().strip() if allow.exists() else ""
+    result = toolmd.validate_tool_dir(case / "tool")
+    return [str(p).replace(str(case) + "/", "") for p in result.problems]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", NAMES)
+def test_it_reports_each_case_with_file_line_and_key(name: str, console) -> None:
+    case = CASES / name
+    expected = [line for line in (case / "expected.txt").read_text().splitlines() if line]
+    problems = _problems(case, console)
+    errors = [p for p in problems if ": warning: " not in p]
+    for wanted in expected:
+        assert any(wanted in p for p in errors), f"{wanted!r} not in {errors}"
+    if name.startswith("v"):
+        assert errors == []
+    else:
+        assert len(errors) == len(expected), errors
+
+
+def test_it_has_a_passing_and_a_failing_case_for_each_check() -> None:
+    text = {n: (CASES / n / "expected.txt").read_text() for n in NAMES}
+    assert any(n.startswith("v") for n in NAMES)
+    for needle in ("own host", "refused by the egress policy", "http:// only", "hidden input"):
+        assert any(needle in t for t in text.values()), needle
+    assert any("unverified output" in t for t in text.values())
+
+
+@pytest.mark.django_db
+def test_it_parses_the_http_keys_into_the_manifest(console) -> None:
+    result = toolmd.validate_tool_dir(CASES / "v02_post_body_hidden_token" / "tool")
+    manifest = result.manifest
+    assert manifest is not None and manifest.kind == "http"
+    assert manifest.request["method"] == "POST"
+    assert manifest.request["body"] == {"input": "{{body_extra}}", "tag": "run-{{actor_id}}"}
+    assert manifest.request["timeout"] == 30.0
+    assert manifest.outputs["run_id"]["path"] == "data.id"
+    assert [i.visibility for i in manifest.inputs.values()] == ["user-only", "llm-only", "hidden"]
+    assert manifest.inputs["body_extra"].type == "json"
+    again = toolmd.Manifest.from_dict(manifest.to_dict(), body=manifest.body)
+    assert again == manifest
+
+
+@pytest.mark.django_db
+def test_it_fails_validate_tools_for_an_unverified_output(console, capsys) -> None:
+    with pytest.raises(CommandError):
+        call_command("validate_tools", str(CASES / "i09_unverified_output" / "tool"))
+    assert "outputs.status: unverified output" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_save_and_so_to_publish_an_http_tool_with_an_error(console) -> None:
+    from tools_app import bundle, versions
+
+    files = bundle.read_tool_dir(CASES / "i03_console_own_host" / "tool")
+    assert not versions.validate("tool", files).ok
+    good = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
+    assert versions.validate("tool", good).ok
+
+
+@pytest.mark.django_db
+def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console_admin) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    from tools_app import bundle
+    from tools_app.audit import Actor
+    from tools_app.models import Tool
+    from tools_app.versions import save_version
+
+    files = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
+    save_version("tool", files, actor=Actor.system(), publish=False)
+    # The console now answers as api.example.com: the draft's URL points back at it.
+    console.ALLOWED_HOSTS = ["testserver", "api.example.com"]
+    client = Client()
+    client.force_login(console_admin)
+    response = client.post(reverse("tool_publish", args=["tool", 1]), follow=True)
+
+    assert response.status_code == 200
+    assert Tool.objects.get(name="tool").published_version is None
+    page = response.content.decode()
+    assert "cannot be published" in page and "this console&#x27;s own host" in page
+
+
+@pytest.mark.django_db
+def test_it_shows_the_problem_on_an_editor_save_and_keeps_the_text(
+    console, developer_client
+) -> None:
+    from tests.editor_support import editor_data
+    from tools_app import bundle
+    from tools_app.audit import Actor
+    from tools_app.models import ToolVersion
+    from tools_app.versions import save_version
+
+    console.ALLOWED_HOSTS = ["testserver", "console.example.org"]
+    files = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
+    save_version("tool", files, actor=Actor.system(), publish=False)
+    assert developer_client.get("/tools/tool/").status_code == 200
+    data = editor_data(developer_client, "tool")
+    data["toolmd"] = data["toolmd"].replace(
+        "https://api.example.com", "https://console.example.org"
+    )
+
+    response = developer_client.post("/tools/tool/edit/", data)
+
+    assert response.status_code == 422  # the editor's answer to a file with errors
+    page = response.content.decode()
+    assert "request.url" in page and "own host" in page
+    assert "console.example.org/v1/items" in page  # the person's text is kept
+    assert ToolVersion.objects.filter(tool__name="tool").count() == 1

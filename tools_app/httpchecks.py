@@ -1,0 +1,258 @@
+"""The three checks of a `kind: http` tool (DESIGN.md section 8), run by
+toolmd.validate_files, so by validate_tools, editor saves, sync, import and publishing:
+
+- request boundary: the URL is absolute https:// (http:// only to a destination the egress
+  policy's allow list names) with a literal host that is never the console's own host in
+  any spelling: `localhost` and `*.localhost`, a host in settings.ALLOWED_HOSTS, or an IP
+  literal (however written: 127.1, 0x7f000001, [::ffff:127.0.0.1]) that the egress policy
+  refuses, unless the allow list names it explicitly.
+- param reachability: a required `hidden` input (not optional, no default) is shown to
+  nobody, so something must fill it. The mapping: a hidden input NAME is filled by the
+  field NAME of one of the tool's declared integrations (matched against the field's name,
+  or its environment variable lower-cased: `api_token` <- field `api_token` or env
+  `API_TOKEN`). An OAuth access token is such a field too (an integration stores it as a
+  secret field), so the same rule covers it. The executor fills it the same way.
+- no guessed response schemas: every output's JMESPath `path` must resolve (search gives
+  non-null) in the body of at least one `samples/*.json` with a 2xx status; else an
+  "unverified output" error naming it.
+
+Samples: `samples/*.json`, each {"source": "<doc URL or run id>", "status": 200, "body": ...}.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import jmespath
+
+from tools_app import egress
+from tools_app.toolmd import ERROR, Manifest, Problem
+
+SAMPLE_KEYS = ("source", "status", "body")
+
+
+def check(
+    manifest: Manifest, files: Mapping[str, bytes], toolmd_path: str, lines: Mapping[str, int]
+) -> list[Problem]:
+    folder = toolmd_path.rsplit("/", 1)[0] if "/" in toolmd_path else ""
+    samples, problems = read_samples(files, folder)
+    problems += boundary_problems(manifest, toolmd_path, lines.get("request.url", 1))
+    problems += reachability_problems(manifest, toolmd_path, lines)
+    problems += unverified_outputs(manifest, samples, toolmd_path, lines)
+    return problems
+
+
+# --- Samples ------------------------------------------------------------------------------
+
+
+def read_samples(
+    files: Mapping[str, bytes], folder: str
+) -> tuple[list[dict[str, Any]], list[Problem]]:
+    samples: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for name in sorted(files):
+        if not (name.startswith("samples/") and name.endswith(".json")) or name.count("/") != 1:
+            continue
+        shown = f"{folder}/{name}" if folder else name
+        try:
+            data = json.loads(files[name].decode("utf-8"))
+        except UnicodeDecodeError:
+            problems.append(Problem(shown, 1, "file", "is not UTF-8"))
+            continue
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(shown, exc.lineno, "file", f"is not JSON: {exc.msg}"))
+            continue
+        if not isinstance(data, dict):
+            problems.append(Problem(shown, 1, "file", 'must be {"source", "status", "body"}'))
+            continue
+        bad = False
+        for key in data:
+            if key not in SAMPLE_KEYS:
+                message = f"unknown key (allowed: {', '.join(SAMPLE_KEYS)})"
+                problems.append(Problem(shown, 1, str(key)[:64], message))
+                bad = True
+        source = data.get("source")
+        if not isinstance(source, str) or not source.strip():
+            message = "is required: the documentation URL or the run id this response came from"
+            problems.append(Problem(shown, 1, "source", message))
+            bad = True
+        status = data.get("status")
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            problems.append(Problem(shown, 1, "status", "must be an HTTP status such as 200"))
+            bad = True
+        if "body" not in data:
+            problems.append(Problem(shown, 1, "body", "is required: the response's JSON body"))
+            bad = True
+        if not bad:
+            samples.append({"name": name, **data})
+    return samples, problems
+
+
+# --- Request boundary ---------------------------------------------------------------------
+
+
+def ip_spelling(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`host` as an IP address when it is one in any spelling a client accepts."""
+    host = host.strip("[]").rstrip(".")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if host and all(ch in "0123456789abcdefxABCDEFX." for ch in host) and host[0].isdigit():
+        try:  # inet_aton reads 127.1, 0x7f.1, 2130706433 and 017700000001
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def _own_host(host: str) -> bool:
+    from django.conf import settings
+    from django.http.request import validate_host
+
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    # "*" allows any Host header; it names no host of ours.
+    patterns = [h for h in settings.ALLOWED_HOSTS if h != "*"]
+    return validate_host(host, patterns)
+
+
+def _policy(manifest: Manifest) -> egress.Policy:
+    from tools_app.egress_config import tool_policy
+
+    return tool_policy(manifest.integrations)
+
+
+def boundary_problem(manifest: Manifest) -> str | None:
+    """Why the request's URL is out of bounds for this console, or None."""
+    assert manifest.request is not None
+    parts = urlsplit(manifest.request["url"])
+    host = parts.hostname or ""
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        return "has an invalid port"
+    ip = ip_spelling(host)
+    if _own_host(host) or (ip is not None and _own_host(str(ip))):
+        return f"{host!r} is this console's own host: a tool never calls back into the console"
+    try:
+        policy = _policy(manifest)
+    except egress.PolicyError as exc:
+        return f"the egress policy is invalid: {exc}"
+    if ip is not None:
+        decision = policy.decide(ip, port)
+        if not decision.allowed:
+            return f"{host!r} is refused by the egress policy: {decision.reason}"
+    if parts.scheme.lower() == "http":
+        addresses = [ip] if ip is not None else egress.resolve(host)
+        allowed = addresses and all(
+            any(allow.matches(address, port) for allow in policy.allows) for address in addresses
+        )
+        if not allowed:
+            return (
+                f"http:// only to a destination the egress allow list names "
+                f"({egress.ALLOW_SETTING} or an integration's URL); {host}:{port} is not "
+                "one: use https://"
+            )
+    return None
+
+
+def boundary_problems(manifest: Manifest, toolmd_path: str, line: int) -> list[Problem]:
+    problem = boundary_problem(manifest)
+    return [Problem(toolmd_path, line, "request.url", problem)] if problem else []
+
+
+# --- Param reachability -------------------------------------------------------------------
+
+
+def integration_field_names(slug: str) -> set[str] | None:
+    """The names a hidden input may take to be filled by integration `slug`: its fields'
+    names and lower-cased variables. None when no such integration or type exists."""
+    from tools_app.integrations.fields import fields_of
+    from tools_app.integrations.types import integration_types
+    from tools_app.models import Integration
+
+    integration = Integration.objects.filter(slug=slug).first()
+    if integration is not None:
+        specs = fields_of(integration)
+    else:
+        itype = integration_types().get(slug)
+        if itype is None:
+            return None
+        specs = itype.fields
+    return {spec.name for spec in specs} | {spec.env.lower() for spec in specs}
+
+
+def hidden_source(manifest: Manifest, name: str) -> str | None:
+    """The declared integration that fills hidden input `name`, or None."""
+    for slug in manifest.integrations:
+        names = integration_field_names(slug)
+        if names is not None and name in names:
+            return slug
+    return None
+
+
+def reachability_problems(
+    manifest: Manifest, toolmd_path: str, lines: Mapping[str, int]
+) -> list[Problem]:
+    problems = []
+    for name, spec in manifest.inputs.items():
+        if spec.visibility != "hidden" or spec.optional or spec.has_default:
+            continue
+        if hidden_source(manifest, name) is None:
+            declared = ", ".join(manifest.integrations) or "none"
+            problems.append(
+                Problem(
+                    toolmd_path,
+                    lines.get(f"inputs.{name}", 1),
+                    f"inputs.{name}",
+                    f"a required hidden input nobody can fill: no declared integration "
+                    f"(integrations: {declared}) has a field {name!r} (or variable "
+                    f"{name.upper()}) nor an OAuth token of that name; declare one, or make "
+                    "the input optional or visible",
+                )
+            )
+    return problems
+
+
+# --- No guessed response schemas ----------------------------------------------------------
+
+
+def unverified_outputs(
+    manifest: Manifest, samples: list[dict[str, Any]], toolmd_path: str, lines: Mapping[str, int]
+) -> list[Problem]:
+    proving = [s for s in samples if 200 <= s["status"] < 300]
+    problems = []
+    for name, spec in manifest.outputs.items():
+        if any(_resolves(spec["path"], s["body"]) for s in proving):
+            continue
+        where = (
+            f"none of the {len(proving)} 2xx sample(s) in samples/*.json"
+            if proving
+            else "no 2xx sample: add samples/<name>.json"
+        )
+        problems.append(
+            Problem(
+                toolmd_path,
+                lines.get(f"outputs.{name}", 1),
+                f"outputs.{name}",
+                f"unverified output: path {spec['path']!r} resolves in {where} "
+                '({"source": "<doc URL or run id>", "status": 200, "body": ...}); never guess '
+                "a response's shape",
+                ERROR,
+            )
+        )
+    return problems
+
+
+def _resolves(path: str, body: Any) -> bool:
+    try:
+        return jmespath.search(path, body) is not None
+    except jmespath.exceptions.JMESPathError:
+        return False
