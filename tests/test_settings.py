@@ -31,6 +31,9 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         CONSOLE_STATE_DIR=str(tmp_path / "state"),
         DATA_PATH=str(tmp_path / "data"),
         CONSOLE_SECRET_KEY="settings-test-key-" + "x" * 40,
+        # A set secret key turns the HTTPS defaults on (tests/test_deploy_check.py covers
+        # them); these tests speak plain HTTP, as a development install does.
+        CONSOLE_HTTPS="False",
         DJANGO_SETTINGS_MODULE="console.settings",
     )
     env.update(extra)
