@@ -22,8 +22,9 @@ def test_a_cancel_that_gets_no_answer_says_so_and_works_when_sent_again(
     from playwright.sync_api import expect
 
     tool = make_tool("quick", language="python")
+    # Started by the developer: the cancel button is shown to a run's starter (or an admin).
     run = runs.start_run(
-        tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
+        tool.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
     )
     with browser_context(live_server, user=developer) as context:
         page = context.new_page()

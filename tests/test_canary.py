@@ -298,10 +298,12 @@ def test_it_never_reveals_a_canary_secret(
             assert response.status_code == 200
             checked[f"artifact download {url}"] = body(response)
             checked[f"artifact name {artifact.pk}"] = artifact.name.encode()
-    stored = [p for p in Path(settings.ARTIFACTS_PATH).rglob("*") if p.is_file()]
+    # As stored: in the database (the default artifact store), and no file anywhere else.
+    stored = RunArtifact.objects.filter(run__in=leaky)
     assert len(stored) == 2
-    for path in stored:
-        checked[f"ARTIFACTS_PATH {path.name}"] = path.read_bytes()
+    for artifact in stored:
+        checked[f"stored artifact {artifact.name}"] = RunArtifact.objects.content_of(artifact.pk)
+    assert not [p for p in Path(settings.ARTIFACTS_PATH).rglob("*") if p.is_file()]
 
     # Every agent API answer.
     api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")

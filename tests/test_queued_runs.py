@@ -171,7 +171,10 @@ def test_a_worker_that_gets_a_cancelled_runs_message_later_does_not_run_it(
     worker, quick, developer
 ):
     worker.stop()  # no worker: the message waits on the broker
-    run = runs.start_run(quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
+    # Started by the developer who cancels it: only a run's starter (or an admin) may.
+    run = runs.start_run(
+        quick.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER
+    )
     client = Client()
     client.force_login(developer)
     assert client.post(f"/runs/{run.pk}/cancel/").status_code == 302

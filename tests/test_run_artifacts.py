@@ -31,9 +31,10 @@ def execute(tool_call_id, params, signal, on_update):
 TEXT = {"text": {"type": "string", "description": "What to write."}}
 
 
-def start(tool, params: dict, **kw) -> Run:
+def start(tool, params: dict, starter, **kw) -> Run:
+    # Started by the user who downloads: only a run's starter (or an admin) may.
     return runs.start_run(
-        tool.published_version, params, actor=Actor.system(), via=RunVia.COMMAND, **kw
+        tool.published_version, params, actor=Actor(user=starter), via=RunVia.BROWSER, **kw
     )
 
 
@@ -45,10 +46,10 @@ def download(client: Client, run: Run, name: str) -> bytes:
 
 
 @pytest.mark.django_db
-def test_it_keeps_artifacts_in_the_database(make_tool, settings, developer_client):
+def test_it_keeps_artifacts_in_the_database(make_tool, settings, developer, developer_client):
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
 
-    run = runs.execute_run(start(tool, {"text": "report body"}, enqueue=False).pk)
+    run = runs.execute_run(start(tool, {"text": "report body"}, developer, enqueue=False).pk)
 
     assert run.status == RunStatus.SUCCEEDED
     # The runner's state (artifacts folder, work dirs) is gone: the web needs none of it.
@@ -66,7 +67,7 @@ def test_it_keeps_artifacts_in_the_database(make_tool, settings, developer_clien
 
 @pytest.mark.django_db
 def test_it_keeps_artifacts_in_a_configured_storage(
-    make_tool, settings, developer_client, tmp_path: Path
+    make_tool, settings, developer, developer_client, tmp_path: Path
 ):
     settings.ARTIFACT_STORAGE = "django.core.files.storage.FileSystemStorage"
     settings.STORAGES = {
@@ -78,7 +79,7 @@ def test_it_keeps_artifacts_in_a_configured_storage(
     }
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
 
-    run = runs.execute_run(start(tool, {"text": "in a bucket"}, enqueue=False).pk)
+    run = runs.execute_run(start(tool, {"text": "in a bucket"}, developer, enqueue=False).pk)
 
     report = run.artifacts.get(name="sub/report.txt")
     assert report.store == ArtifactStore.STORAGE and report.content is None
@@ -91,9 +92,11 @@ def test_it_keeps_artifacts_in_a_configured_storage(
 
 
 @pytest.mark.django_db
-def test_it_still_serves_artifacts_kept_as_files_before_0006(make_tool, settings, developer_client):
+def test_it_still_serves_artifacts_kept_as_files_before_0006(
+    make_tool, settings, developer, developer_client
+):
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
-    run = runs.execute_run(start(tool, {"text": "x"}, enqueue=False).pk)
+    run = runs.execute_run(start(tool, {"text": "x"}, developer, enqueue=False).pk)
     folder = Path(settings.ARTIFACTS_PATH) / str(run.pk)
     folder.mkdir(parents=True)
     (folder / "0001").write_bytes(b"old")
@@ -112,7 +115,7 @@ def test_it_still_serves_artifacts_kept_as_files_before_0006(make_tool, settings
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_it_serves_what_a_worker_with_its_own_state_dir_produced(
-    worker, make_tool, settings, developer_client, tmp_path: Path
+    worker, make_tool, settings, developer, developer_client, tmp_path: Path
 ):
     """The web server (this process) and the worker have different state dirs, as on two
     machines: the artifact still downloads, through the pages and the agent API."""
@@ -120,7 +123,7 @@ def test_it_serves_what_a_worker_with_its_own_state_dir_produced(
     assert worker.state_dir != Path(settings.STATE_DIR)
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
 
-    run = wait_for_run(start(tool, {"text": "from afar"}).pk, FINISHED, worker=worker)
+    run = wait_for_run(start(tool, {"text": "from afar"}, developer).pk, FINISHED, worker=worker)
 
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert download(developer_client, run, "sub/report.txt") == b"from afar"

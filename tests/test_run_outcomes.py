@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests import unprivileged
 from tests.forms_support import find_form, submit
 from tools_app import runs
 from tools_app.models import AgentToken, Run
@@ -230,6 +231,7 @@ def test_a_run_an_agent_started_with_a_token(viewer_client, make_tool):
     assert "Run again with these inputs" not in text  # viewers read, they do not run
 
 
+@unprivileged.when_root
 def test_a_fallback_run_shows_hostile_output_as_text(viewer_client, developer_client, make_tool,
                                                       monkeypatch):  # fmt: skip
     """Tool output is untrusted: the result and stderr are shown escaped, never as markup.

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import REPO, require
 from tests.test_seed_tools import _write_wav
 from tests.worker_fixtures import worker_database_url
+from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import RunArtifact
 from tools_app.versions import save_version
@@ -31,6 +32,9 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         CONSOLE_STATE_DIR=str(tmp_path / "state"),
         DATA_PATH=str(tmp_path / "data"),
         CONSOLE_SECRET_KEY="settings-test-key-" + "x" * 40,
+        # A set secret key turns the HTTPS defaults on (tests/test_deploy_check.py covers
+        # them); these tests speak plain HTTP, as a development install does.
+        CONSOLE_HTTPS="False",
         DJANGO_SETTINGS_MODULE="console.settings",
     )
     env.update(extra)
@@ -137,8 +141,10 @@ def test_tool_input_dirs_let_convert_audio_to_mp3_read_a_file_outside_its_folder
     assert code == 0, done
     assert f"Converted {recordings / 'meeting.wav'} to MP3." in text_of(done)
     artifact = RunArtifact.objects.get(name="meeting.mp3")
-    stored = tmp_path / "state" / "artifacts" / artifact.path
-    assert stored.read_bytes()[:3] == b"ID3" and artifact.size == stored.stat().st_size
+    # Artifacts are kept in the database (CONSOLE_ARTIFACT_STORAGE's default).
+    with runs.open_artifact(artifact) as stored:
+        mp3 = stored.read()
+    assert mp3[:3] == b"ID3" and artifact.size == len(mp3)
     assert (recordings / "meeting.wav").exists() and not (recordings / "meeting.mp3").exists()
 
 
@@ -179,9 +185,11 @@ def test_allowed_hosts_decides_which_host_names_are_served(tmp_path):
     assert only == {"127.0.0.1": 400, "console.example.org": 200}
 
 
-def test_csrf_trusted_origins_admits_a_proxys_origin(db, tmp_path):
+@pytest.mark.django_db(transaction=True)
+def test_csrf_trusted_origins_admits_a_proxys_origin(tmp_path):
     # A TLS proxy in front of the console: the browser posts from https://console.example.org
     # while the console sees plain HTTP. Django refuses that Origin unless it is trusted.
+    # (Committed, not in a test transaction: the child's failed login writes axes records.)
     code = LOGIN_PAGE.format(host="console.example.org") + textwrap.dedent("""
         token = page.cookies["csrftoken"].value
         answer = client.post(

@@ -40,6 +40,9 @@ def _run_as_nobody(node_id: str) -> None:
                 "HOME": scratch,
                 "CONSOLE_STATE_DIR": f"{scratch}/state",
                 "CONSOLE_SECRET_KEY": "unprivileged-test-key-not-secret",
+                # A set secret key turns the HTTPS defaults on; the test client speaks
+                # plain HTTP, as in the parent.
+                "CONSOLE_HTTPS": "False",
                 "CONSOLE_TEST_DB_NAME": f"{scratch}/test.sqlite3",
             }
         )
