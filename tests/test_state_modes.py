@@ -16,8 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-from django.db import connection
+from django.db.utils import ConnectionHandler
 
 from tests.conftest import REPO
 
@@ -30,11 +29,8 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-# The subprocess tests make their own SQLite console whatever this run's database: the
-# PostgreSQL pass of `dev.py test` need not repeat them.
-sqlite_pass_only = pytest.mark.skipif(
-    bool(os.environ.get("DATABASE_URL")), reason="runs in the SQLite pass (own SQLite console)"
-)
+# The subprocess tests make their own SQLite console whatever this run's database, so they
+# run (and pass) in the PostgreSQL pass of `dev.py test` too: nothing skips in CI.
 
 
 def console_env(tmp_path: Path) -> dict[str, str]:
@@ -86,7 +82,6 @@ def assert_private(state: Path, files=PRIVATE_FILES) -> None:
             assert mode(entry) == 0o700, f"{entry.name} is {oct(mode(entry))}"
 
 
-@sqlite_pass_only
 def test_migrate_makes_a_private_state_directory(tmp_path):
     env = console_env(tmp_path)
 
@@ -96,7 +91,6 @@ def test_migrate_makes_a_private_state_directory(tmp_path):
     assert (tmp_path / "state" / "console.sqlite3").stat().st_size > 0
 
 
-@sqlite_pass_only
 def test_it_tightens_a_state_directory_left_open(tmp_path):
     from cryptography.fernet import Fernet
 
@@ -114,11 +108,20 @@ def test_it_tightens_a_state_directory_left_open(tmp_path):
     assert_private(state)
 
 
-def test_the_database_a_connection_opens_is_private(db):
-    if connection.vendor != "sqlite":
-        pytest.skip("no database file: this run uses PostgreSQL")
-    connection.ensure_connection()
-    name = Path(connection.settings_dict["NAME"])
+def test_the_database_a_connection_opens_is_private(tmp_path, django_db_blocker):
+    # A SQLite connection of its own, so the PostgreSQL pass checks the same receiver.
+    name = tmp_path / "loose.sqlite3"
+    name.touch(mode=0o666)
+    name.chmod(0o666)  # noqa: S103 (the loose file under test)
+    handler = ConnectionHandler(
+        {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(name)}}
+    )
+    sqlite = handler["default"]
+    with django_db_blocker.unblock():
+        try:
+            sqlite.ensure_connection()
+        finally:
+            sqlite.close()
 
     assert mode(name) == 0o600
     for extra in (f"{name}-wal", f"{name}-shm"):
@@ -132,7 +135,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@sqlite_pass_only
 def test_dev_py_up_makes_a_private_state_directory(tmp_path):
     env = console_env(tmp_path)
     env["CONSOLE_SYNC_ON_START"] = "0"
