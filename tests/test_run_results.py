@@ -78,3 +78,15 @@ def test_the_person_filter_includes_agent_tokens(viewer_client, search, develope
     assert 'value="token:ci-bot"' in html and "agent token “ci-bot”" in html
     response = viewer_client.get(reverse("runs"), {"person": "token:ci-bot"})
     assert [r.pk for r in response.context["page"]] == [by_token.pk]
+
+
+def test_a_running_run_shows_its_elapsed_time_without_script(viewer_client, search, developer):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(seconds=42)
+    run = make_run(search, developer, status=RunStatus.RUNNING, started_at=started,
+                   heartbeat_at=timezone.now())  # fmt: skip
+    html = page(viewer_client, run)
+    assert "data-elapsed-since=" in html and "running for 42 s" in html

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -189,6 +190,10 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
     return {
         "run": run,
         "ending": run_ending(run) if run.is_finished else "",
+        # Server-rendered; static/js/run-live.js counts on from data-elapsed-since.
+        "elapsed": round((timezone.now() - run.started_at).total_seconds())
+        if run.started_at and not run.is_finished
+        else 0,
         "result_json": json.dumps(run.result, indent=2, ensure_ascii=False) if run.result else "",
         "updates": updates,
         "last_seq": last_seq,
