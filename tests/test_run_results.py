@@ -4,6 +4,8 @@ run history's person filter."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -90,3 +92,17 @@ def test_a_running_run_shows_its_elapsed_time_without_script(viewer_client, sear
                    heartbeat_at=timezone.now())  # fmt: skip
     html = page(viewer_client, run)
     assert "data-elapsed-since=" in html and "running for 42 s" in html
+
+
+def test_it_resets_the_run_form_to_the_defaults(developer, developer_client, search):
+    from tests.test_run_pages import form_url
+
+    make_run(search, developer, params={"query": "last time", "limit": 3})
+    html = developer_client.get(form_url(search)).content.decode()
+    assert 'value="last time"' in html and 'id="reset-defaults"' in html
+    [href] = re.findall(r'id="reset-defaults" href="([^"]+)"', html)
+
+    reset = developer_client.get(form_url(search) + href.replace("&amp;", "&"))
+    text = reset.content.decode()
+    assert "last time" not in text and 'name="limit" value="10"' in text
+    assert 'id="reset-defaults"' not in text

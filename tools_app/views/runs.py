@@ -57,6 +57,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     manifest = runs.manifest_of(version)
     again = _run_to_repeat(request, tool)
     last = again.params if again is not None else _last_params(tool, request.user)
+    if request.GET.get("defaults"):  # "Reset to defaults": the manifest's values only
+        last = {}
 
     form = RunForm(manifest=manifest, last=last)
     raw = RawParamsForm(initial={"params": raw_initial(manifest, last)})
@@ -72,6 +74,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
             return redirect("run", run_id=run.pk)
 
     context = {
+        "prefilled": bool(last),
         "tool": tool,
         "version": version,
         "manifest": manifest,
