@@ -24,7 +24,7 @@ REGISTRY = "/api/v1/registry"
 def create(client: Client, name: str = "builder", scopes=("registry:read",)):
     """Fill in the rendered "Create an agent token" form and press its button."""
     changes = {"name": name, "scopes": list(scopes)}
-    return submit(client, "/tokens/new/", changes, button="Create token")
+    return submit(client, "/tokens/new/", changes, button="Create token", follow=True)
 
 
 def raw_token_in(response) -> str:
@@ -93,6 +93,13 @@ def test_it_shows_a_new_token_exactly_once(console_admin_client, console_admin):
     assert event.actor_user == console_admin
     assert event.target_id == str(token.pk)
     assert raw not in f"{event.summary} {event.data}"
+
+    # A reload shows the empty form: no second token, and the token is not shown again.
+    again = console_admin_client.get("/tokens/new/")
+    assert again.status_code == 200 and raw not in again.content.decode()
+    assert "Create token" in again.content.decode()
+    assert AgentToken.objects.count() == 1
+    assert "tokens.created" not in console_admin_client.session
 
     # The token works at once.
     api = Client(headers={"Authorization": f"Bearer {raw}"})
