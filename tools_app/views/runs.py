@@ -32,7 +32,7 @@ from tools_app.models import AgentToken, Run, RunArtifact, RunUpdate, Tool, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.views.lists import HtmxHttpRequest, render_list
-from tools_app.views.tools import get_tool_or_404
+from tools_app.views.tools import get_tool_or_404, usable_integrations
 
 RESULTS_TARGET = "run-results"
 # How often the run page asks for news while the run is active.
@@ -75,6 +75,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
 
     context = {
         "prefilled": bool(last),
+        "usable_integrations": usable_integrations(),
         "tool": tool,
         "version": version,
         "manifest": manifest,
