@@ -68,3 +68,31 @@ def test_it_asks_before_publishing(live_server, console_admin, transactional_db,
         page.get_by_role("button", name="Publish").click()
         expect(page.locator(".messages")).to_contain_text("Published version 2.")
         assert Tool.objects.get(name="alpha").published_version.number == 2
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_integrations_and_tokens_share_the_console_look(
+    live_server, console_admin, transactional_db, width
+):
+    """The integrations and token pages used the browser's own look: 200 px inputs, grey
+    buttons. Now their inputs fill the form and their buttons are the console's."""
+    from tests.integrations_support import create
+
+    create("search", "searxng", values={"url": "https://s.example.org"})
+    viewport = {"width": width, "height": 900}
+    with browser_context(live_server, user=console_admin, viewport=viewport) as context:
+        page = context.new_page()
+        for name, url in [
+            ("integration-form", "/integrations/search/edit/"),
+            ("integration", "/integrations/search/"),
+            ("tokens", "/tokens/"),
+            ("token-form", "/tokens/new/"),
+        ]:
+            page.goto(url)
+            page.screenshot(path=str(ARTIFACTS / f"{name}-{width}.png"), full_page=True)
+        page.goto("/integrations/search/edit/")
+        field = page.locator("#integration-form input[type=text]").first
+        assert field.bounding_box()["width"] > min(300, width - 100)
+        button = page.locator("#integration-form button[type=submit]").first
+        background = button.evaluate("element => getComputedStyle(element).backgroundColor")
+        assert background not in ("rgb(239, 239, 239)", "rgb(240, 240, 240)"), background
