@@ -27,7 +27,7 @@ urlpatterns = [
     # Liveness: no auth, no database (also at /api/healthz).
     path("healthz", healthz, name="healthz_root"),
     # Browsers ask for /favicon.ico whatever the page says: send them to the static icon.
-    path("favicon.ico", favicon),
+    path("favicon.ico", favicon, name="favicon"),
     path("accounts/", include(auth_patterns)),
     path("api/", include("tools_app.api.urls")),
     path("", include("tools_app.urls")),

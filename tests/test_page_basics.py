@@ -24,3 +24,20 @@ def test_every_page_has_a_skip_link_to_the_main_content(viewer_client):
 def test_the_login_page_says_what_the_product_is(client):
     page = client.get("/accounts/login/").content.decode()
     assert "publish the tools that AI agents run" in page
+
+
+def test_the_configuration_banner_can_be_hidden_for_the_session(viewer_client, settings):
+    from tests.forms_support import submit
+
+    page = viewer_client.get("/tools/").content.decode()
+    assert "generated development key" in page  # the test settings use one
+
+    response = submit(viewer_client, "/tools/", action="/warnings/dismiss/", follow=True)
+    assert response.redirect_chain[-1][0] == "/tools/"
+    assert "generated development key" not in response.content.decode()
+    assert "generated development key" not in viewer_client.get("/runs/").content.decode()
+
+
+def test_dismissing_never_redirects_elsewhere(viewer_client):
+    response = viewer_client.post("/warnings/dismiss/", {"next": "https://evil.example/"})
+    assert response["Location"] == "/"
