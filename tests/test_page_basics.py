@@ -41,3 +41,8 @@ def test_the_configuration_banner_can_be_hidden_for_the_session(viewer_client, s
 def test_dismissing_never_redirects_elsewhere(viewer_client):
     response = viewer_client.post("/warnings/dismiss/", {"next": "https://evil.example/"})
     assert response["Location"] == "/"
+
+
+def test_the_api_docs_link_back_to_the_console(client):
+    description = client.get("/api/openapi.json").json()["info"]["description"]
+    assert "[← Back to the Tool Console](/)" in description
