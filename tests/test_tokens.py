@@ -224,3 +224,20 @@ def test_it_exits_2_on_bad_usage(tmp_path, args):
     )
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
+
+
+def test_it_answers_the_create_post_with_a_redirect(console_admin_client):
+    """POST-redirect-GET: a reload of the page that shows the token is a GET, so it can
+    never post the form again and make a second token with the same name."""
+    response = submit(
+        console_admin_client,
+        "/tokens/new/",
+        {"name": "builder", "scopes": ["registry:read"]},
+        button="Create token",
+    )
+    assert response.status_code == 302 and response["Location"] == "/tokens/new/"
+    assert not TOKEN_RE.findall(response.content.decode())
+    shown = console_admin_client.get("/tokens/new/")
+    assert len(set(TOKEN_RE.findall(shown.content.decode()))) == 1
+    assert not TOKEN_RE.findall(console_admin_client.get("/tokens/new/").content.decode())
+    assert AgentToken.objects.count() == 1
