@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from tools_app.api.urls import healthz
+from tools_app.views.system import favicon
 
 admin.site.site_header = "Tool Console administration"
 admin.site.site_title = "Tool Console admin"
@@ -25,6 +26,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Liveness: no auth, no database (also at /api/healthz).
     path("healthz", healthz, name="healthz_root"),
+    # Browsers ask for /favicon.ico whatever the page says: send them to the static icon.
+    path("favicon.ico", favicon, name="favicon"),
     path("accounts/", include(auth_patterns)),
     path("api/", include("tools_app.api.urls")),
     path("", include("tools_app.urls")),

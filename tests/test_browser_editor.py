@@ -137,7 +137,9 @@ def test_edit_validate_save_diff_roll_back_publish(admin_page, live_server, tran
     assert tool.versions.get(number=4).manifest["description"] == "Good description."
 
     # Publish version 4: the registry answer changes.
-    page.locator("tr#v4").get_by_role("button", name="publish").click()
+    page.locator("tr#v4").get_by_role("link", name="publish").click()
+    expect(page.locator("h1")).to_have_text("Publish version 4 of demo?")
+    page.get_by_role("button", name="Publish").click()
     expect(page.locator(".messages")).to_contain_text("Published version 4.")
     expect(page.locator("tr#v4 .badge")).to_have_text("published")
     page.screenshot(path=str(ARTIFACTS / "editor-4-published.png"), full_page=True)
@@ -167,3 +169,45 @@ def test_the_editor_works_without_its_script(admin_page, transactional_db):
     expect(page.locator(".messages")).to_contain_text("Saved version 2.")
     version = Tool.objects.get(name="demo").versions.get(number=2)
     assert version.manifest["description"] == "Edited without a script."
+
+
+def test_it_keeps_unsaved_edits_from_being_lost(admin_page, transactional_db):
+    """Changing the editor arms a beforeunload prompt and a confirm on in-app links, and
+    holds back "Publish saved vN", which would publish the saved version, not the edits."""
+    from playwright.sync_api import expect
+
+    page = admin_page
+    save_version("demo", tool_files("demo", body=BODY), actor=Actor.system(), publish=True)
+    save_version("demo", tool_files("demo", description="Two.", body=BODY), actor=Actor.system())
+    page.goto("/tools/demo/edit/")
+    expect(page.locator("html[data-code-editor=ready]")).to_have_count(1)
+    publish = page.get_by_role("link", name="Publish saved v2")
+    expect(publish).to_be_visible()
+
+    page.locator(".code-editor .cm-content").first.click()
+    page.keyboard.type("x")
+    expect(page.locator("#unsaved-note")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "editor-unsaved-1280.png"), full_page=True)
+
+    dialogs: list[str] = []
+
+    def answer(dialog) -> None:
+        dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", answer)
+    expect(publish).to_have_attribute("aria-disabled", "true")
+    publish.click(force=True)
+    assert dialogs and dialogs[-1].startswith("alert: Unsaved changes")
+    assert page.url.endswith("/tools/demo/edit/")
+    page.get_by_role("link", name="Versions").first.click()
+    assert dialogs[-1].startswith("confirm: You have unsaved changes")
+    assert page.url.endswith("/tools/demo/edit/")
+    assert Tool.objects.get(name="demo").published_version.number == 1
+    # Closing (or reloading) the tab: the browser's own "leave site?" prompt; accepted here,
+    # so the page closes.
+    page.remove_listener("dialog", answer)
+    page.on("dialog", lambda dialog: dialogs.append(dialog.type) or dialog.accept())
+    with page.expect_event("close"):
+        page.close(run_before_unload=True)
+    assert dialogs[-1] == "beforeunload"

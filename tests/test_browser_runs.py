@@ -115,8 +115,13 @@ def test_it_runs_a_tool_live_and_cancels_a_long_run(
     page.fill("input[name=delay_ms]", "200")
     page.click("#run-form button[type=submit]")
     expect(page.locator("#run-updates li").first).to_be_visible(timeout=30_000)
-    page.click("#cancel-run")
+    # While it runs, the elapsed time counts up from the server's value.
+    expect(page.locator("[data-elapsed-since]")).to_have_text(re.compile(r"running for \d+ s"))
+    page.focus("#cancel-run")
+    page.keyboard.press("Enter")
     expect(page.locator("#run-status")).to_have_text("Cancelled", timeout=15_000)
+    # Focus follows the swap to the run's status, not <body>.
+    expect(page.locator("#run-status")).to_be_focused()
     expect(page.locator("#result")).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "run-cancelled.png"), full_page=True)
 

@@ -135,6 +135,7 @@ PUBLIC = {
     "api:openapi-view",
     "healthz",
     "healthz_root",
+    "favicon",  # a redirect to the static icon, which is public anyway
     "highlight_css",
 }
 

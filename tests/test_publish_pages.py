@@ -3,7 +3,9 @@ registry follow."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from django.conf import settings
@@ -37,9 +39,22 @@ def _registry(client, token: str, etag: str | None = None):
     return client.get("/api/v1/registry", **headers)
 
 
+CONFIRM = {"Publish v2": "Publish", "Unpublish": "Unpublish", "Disable": "Disable"}
+
+
+def _link(page: str, text: str) -> str:
+    pattern = rf'<a class="button[^"]*"[^>]* href="([^"]+)"[^>]*>{re.escape(text)}</a>'
+    [href] = re.findall(pattern, page)
+    return html.unescape(href)
+
+
 def press(client, button: str, **kwargs):
-    """Press a tool action button on the tool's page, as rendered for that client."""
-    return submit(client, "/tools/alpha/", button=button, **kwargs)
+    """Press a tool action on the tool's page, as rendered for that client: a publishing or
+    destructive one is a link to a confirm page, whose button acts."""
+    if button not in CONFIRM:
+        return submit(client, "/tools/alpha/", button=button, **kwargs)
+    confirm = _link(client.get("/tools/alpha/").content.decode(), button)
+    return submit(client, confirm, button=CONFIRM[button], **kwargs)
 
 
 def _tool_dir():
@@ -111,9 +126,40 @@ def test_anonymous_users_are_sent_to_log_in(client, alpha, method, url):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-@pytest.mark.parametrize("method,url", ACTIONS)
-def test_state_changes_need_a_post(console_admin_client, alpha, method, url):
-    assert console_admin_client.get(url).status_code == 405
+def test_enabling_needs_a_post(console_admin_client, alpha):
+    assert console_admin_client.get("/tools/alpha/enable/").status_code == 405
+
+
+@pytest.mark.parametrize(
+    "url,question,button,danger",
+    [
+        ("/tools/alpha/publish/2/", "Publish version 2 of alpha?", "Publish", False),
+        ("/tools/alpha/unpublish/", "Unpublish alpha?", "Unpublish", True),
+        ("/tools/alpha/disable/", "Disable alpha?", "Disable", True),
+    ],
+)
+def test_it_asks_before_publishing_or_destroying(
+    console_admin_client, alpha, url, question, button, danger
+):
+    page = console_admin_client.get(f"{url}?next=/tools/alpha/")
+    text = page.content.decode()
+
+    assert page.status_code == 200
+    assert question in text and 'href="/tools/alpha/">Cancel</a>' in text
+    assert (f'class="danger">{button}</button>' in text) is danger
+    tool = Tool.objects.get(name="alpha")  # the GET changed nothing
+    assert tool.published_version.number == 1 and tool.enabled
+
+
+def test_it_never_acts_on_one_click_from_the_tool_page(console_admin_client, alpha):
+    page = console_admin_client.get("/tools/alpha/").content.decode()
+    for path in ("/tools/alpha/publish/", "/tools/alpha/unpublish/", "/tools/alpha/disable/"):
+        assert f'<form method="post" action="{path}' not in page
+
+
+def test_the_confirm_page_never_sends_elsewhere(console_admin_client, alpha):
+    text = console_admin_client.get("/tools/alpha/disable/?next=https://evil.example/")
+    assert "evil.example" not in text.content.decode()
 
 
 def test_actions_return_to_the_page_they_came_from_but_never_elsewhere(console_admin_client, alpha):

@@ -85,8 +85,8 @@ def test_a_successful_run(developer_client, make_tool):
     assert "name Ada" in text  # the inputs table
     assert "Progress" in text and "looking up Ada" in text
     assert "No progress updates" not in text
-    assert "Result hello Ada" in text
-    assert "Exit code 0" in text
+    assert "Result hello Ada Succeeded (exit code 0)." in text
+    assert "Succeeded (exit code 0)." in text
     assert "Cancel" not in text.split("Progress")[1]
 
 
@@ -148,7 +148,7 @@ def test_a_run_cancelled_from_its_page(developer_client, make_tool):
     text = page(developer_client, run)
     assert "Cancelled" in text
     # The runner's word first, then what the tool said as it stopped.
-    assert "Result error Cancelled: the run was cancelled. stopped as asked" in text
+    assert "Result Cancelled: the run was cancelled. stopped as asked" in text
     assert not find_cancel_button(developer_client, run)
 
 
@@ -171,7 +171,7 @@ def test_a_run_whose_tool_crashes_shows_its_stderr(developer_client, make_tool):
     assert "Failed" in text
     assert "The tool process exited with status 3 without returning a result." in text
     assert "Standard error" in text and "boom: the disk is on fire" in text
-    assert "Exit code 3" in text
+    assert "Process exit code 3" in text
 
 
 def test_a_run_with_artifacts_and_notices(developer_client, make_tool):
@@ -225,8 +225,8 @@ def test_a_run_an_agent_started_with_a_token(viewer_client, make_tool):
     run = runs.execute_run(invoked.json()["run"])
 
     text = page(viewer_client, run)
-    # RunVia.API's label reads "Api" (a TextChoices default; changing it needs a migration).
-    assert "started by agent token “nightly-agent” from api" in text.lower()
+    # RunVia.API reads "API" (0007_run_via_labels).
+    assert "started by agent token “nightly-agent” from API" in text
     assert "Succeeded" in text and "hello Grace" in text
     assert "Run again with these inputs" not in text  # viewers read, they do not run
 

@@ -24,7 +24,7 @@ REGISTRY = "/api/v1/registry"
 def create(client: Client, name: str = "builder", scopes=("registry:read",)):
     """Fill in the rendered "Create an agent token" form and press its button."""
     changes = {"name": name, "scopes": list(scopes)}
-    return submit(client, "/tokens/new/", changes, button="Create token")
+    return submit(client, "/tokens/new/", changes, button="Create token", follow=True)
 
 
 def raw_token_in(response) -> str:
@@ -93,6 +93,13 @@ def test_it_shows_a_new_token_exactly_once(console_admin_client, console_admin):
     assert event.actor_user == console_admin
     assert event.target_id == str(token.pk)
     assert raw not in f"{event.summary} {event.data}"
+
+    # A reload shows the empty form: no second token, and the token is not shown again.
+    again = console_admin_client.get("/tokens/new/")
+    assert again.status_code == 200 and raw not in again.content.decode()
+    assert "Create token" in again.content.decode()
+    assert AgentToken.objects.count() == 1
+    assert "tokens.created" not in console_admin_client.session
 
     # The token works at once.
     api = Client(headers={"Authorization": f"Bearer {raw}"})
@@ -217,3 +224,20 @@ def test_it_exits_2_on_bad_usage(tmp_path, args):
     )
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
+
+
+def test_it_answers_the_create_post_with_a_redirect(console_admin_client):
+    """POST-redirect-GET: a reload of the page that shows the token is a GET, so it can
+    never post the form again and make a second token with the same name."""
+    response = submit(
+        console_admin_client,
+        "/tokens/new/",
+        {"name": "builder", "scopes": ["registry:read"]},
+        button="Create token",
+    )
+    assert response.status_code == 302 and response["Location"] == "/tokens/new/"
+    assert not TOKEN_RE.findall(response.content.decode())
+    shown = console_admin_client.get("/tokens/new/")
+    assert len(set(TOKEN_RE.findall(shown.content.decode()))) == 1
+    assert not TOKEN_RE.findall(console_admin_client.get("/tokens/new/").content.decode())
+    assert AgentToken.objects.count() == 1

@@ -86,7 +86,7 @@ def test_it_lists_tools_with_their_status(viewer_client, make_tool):
     assert '<span class="badge published">published</span>' in html
     assert '<span class="badge draft">draft</span>' in html
     assert '<span class="badge disabled">disabled</span>' in html
-    assert '<span class="tag">github</span>' in html
+    assert ">github (missing or disabled)</span>" in html  # declared, never configured
     assert "3 tools" in html
 
 

@@ -88,4 +88,5 @@ urlpatterns = [
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),
     # Health (tools_app/views/system.py)
     path("system/", system.system, name="system"),
+    path("warnings/dismiss/", system.dismiss_warnings, name="dismiss_warnings"),
 ]

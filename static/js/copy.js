@@ -49,7 +49,7 @@
     function say(message) {
       if (status) status.textContent = message;
     }
-    copyText(target.textContent).then(
+    copyText("value" in target ? target.value : target.textContent).then(
       function () {
         say("Copied.");
       },

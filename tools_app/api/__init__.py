@@ -28,7 +28,9 @@ api = NinjaAPI(
         "Authenticate with `Authorization: Bearer <agent token>`; each endpoint names the "
         "scope it needs (`registry:read`, `sync:read`, `tools:invoke`); `GET /api/v1/health` "
         "takes any token. Errors are "
-        '`{"error": "...", "detail": ...}`.'
+        '`{"error": "...", "detail": ...}`.\n\n'
+        # Swagger UI renders this as Markdown: the way back for people who came from it.
+        "[← Back to the Tool Console](/)"
     ),
     urls_namespace="api",
     # Ninja is in INSTALLED_APPS, so Swagger UI comes from its static files, not a CDN;

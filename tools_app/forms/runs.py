@@ -162,12 +162,17 @@ def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:
     return json.dumps(shown, indent=2, ensure_ascii=False)
 
 
+# Agent tokens start runs too; the person filter names them "token:NAME", a prefix no
+# username may carry (Django usernames allow no ":").
+TOKEN_PREFIX = "token:"
+
+
 class RunFilterForm(forms.Form):
     """The run history's filters (a GET form: every field is optional)."""
 
     tool = forms.CharField(required=False, max_length=64, widget=forms.Select)
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *RunStatus.choices])
-    person = forms.CharField(required=False, max_length=150, widget=forms.Select)
+    person = forms.CharField(required=False, max_length=250, widget=forms.Select)
     via = forms.ChoiceField(required=False, choices=[("", "Any way"), *RunVia.choices])
 
     def __init__(
@@ -177,7 +182,15 @@ class RunFilterForm(forms.Form):
         self.fields["tool"].widget.choices = [("", "Any tool"), *((t, t) for t in tools or [])]
         self.fields["person"].widget.choices = [
             ("", "Anyone"),
-            *((p, p) for p in people or []),
+            *(
+                (
+                    p,
+                    f"agent token “{p.removeprefix(TOKEN_PREFIX)}”"
+                    if p.startswith(TOKEN_PREFIX)
+                    else p,
+                )
+                for p in people or []
+            ),
         ]
 
     def clean_tool(self) -> str:
@@ -190,6 +203,8 @@ class RunFilterForm(forms.Form):
     def clean_person(self) -> str:
         person = self.cleaned_data["person"]
         username_field = get_user_model()._meta.get_field("username")
+        if person.startswith(TOKEN_PREFIX):
+            return person
         if person and len(person) > username_field.max_length:
             raise forms.ValidationError("Not a user name.")
         return person
@@ -200,8 +215,11 @@ class RunFilterForm(forms.Form):
             runs = runs.filter(tool__name=data["tool"])
         if data.get("status"):
             runs = runs.filter(status=data["status"])
-        if data.get("person"):
-            runs = runs.filter(user__username=data["person"])
+        person = data.get("person") or ""
+        if person.startswith(TOKEN_PREFIX):
+            runs = runs.filter(token__name=person.removeprefix(TOKEN_PREFIX))
+        elif person:
+            runs = runs.filter(user__username=person)
         if data.get("via"):
             runs = runs.filter(via=data["via"])
         return runs

@@ -27,9 +27,9 @@ FINISHED = (
 
 class RunVia(models.TextChoices):
     BROWSER = "browser"
-    API = "api"
+    API = "api", "API"
     COMMAND = "command"
-    MCP = "mcp"
+    MCP = "mcp", "MCP"
 
 
 class RunQuerySet(models.QuerySet):

@@ -399,11 +399,38 @@ def tool_download(request: HttpRequest, name: str, number: int) -> HttpResponse:
 # --- Publish, unpublish, disable, enable (admins) -----------------------------------------
 
 
-@require_POST
+# A GET shows a confirm page (it works without JavaScript); only the POST from that page, or
+# from any client that means it, acts. Enabling is neither destructive nor publishing: no page.
+
+
+def _confirm(
+    request: HttpRequest, tool: Tool, *, question: str, button: str, danger: bool = False,
+    detail: str = "",
+) -> HttpResponse:  # fmt: skip
+    back = _safe_next(request.GET.get("next"), request) or reverse("tool", args=[tool.name])
+    context = {
+        "tool": tool, "question": question, "button": button, "danger": danger,
+        "detail": detail, "next": back,
+    }  # fmt: skip
+    return render(request, "editor/confirm.html", context)
+
+
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def tool_publish(request: HttpRequest, name: str, number: int) -> HttpResponse:
     tool = get_tool_or_404(name)
     version = _version_or_404(tool, number)
+    if request.method == "GET":
+        current = tool.published_version
+        detail = (
+            f"Agents get version {current.number} now; they will get version {version.number}."
+            if current
+            else f"{tool.name} is not published yet: agents will get version {version.number}."
+        )
+        return _confirm(
+            request, tool, question=f"Publish version {version.number} of {tool.name}?",
+            button="Publish", detail=detail,
+        )  # fmt: skip
     try:
         publish_version(version, actor=Actor.from_request(request))
     except InvalidTool as exc:
@@ -415,10 +442,15 @@ def tool_publish(request: HttpRequest, name: str, number: int) -> HttpResponse:
     return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def tool_unpublish(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
+    if request.method == "GET":
+        return _confirm(
+            request, tool, question=f"Unpublish {tool.name}?", button="Unpublish", danger=True,
+            detail="Agents stop getting it; its versions stay and can be published again.",
+        )  # fmt: skip
     if tool.published_version_id is None:
         messages.info(request, f"{tool.name} is not published.")
     else:
@@ -427,10 +459,15 @@ def tool_unpublish(request: HttpRequest, name: str) -> HttpResponse:
     return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def tool_disable(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
+    if request.method == "GET":
+        return _confirm(
+            request, tool, question=f"Disable {tool.name}?", button="Disable", danger=True,
+            detail="It is removed from the registry and DATA_PATH/tools until enabled again.",
+        )  # fmt: skip
     set_enabled(tool, False, actor=Actor.from_request(request))
     messages.success(request, f"Disabled {tool.name}: removed from the registry and DATA_PATH.")
     return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
@@ -505,13 +542,17 @@ def _run_url(tool: Tool, number: int) -> str | None:
         return None
 
 
-def _redirect_back(request: HttpRequest, default: str) -> HttpResponse:
-    target = request.POST.get("next") or ""
+def _safe_next(target: str | None, request: HttpRequest) -> str:
+    target = target or ""
     if not url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
-        target = default
-    return redirect(target)
+        return ""
+    return target
+
+
+def _redirect_back(request: HttpRequest, default: str) -> HttpResponse:
+    return redirect(_safe_next(request.POST.get("next"), request) or default)
 
 
 def _int(value: str | None) -> int:

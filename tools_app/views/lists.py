@@ -17,7 +17,13 @@ class HtmxHttpRequest(HttpRequest):
 
 
 def render_list(
-    request: HtmxHttpRequest, template: str, *, form, rows: QuerySet | None, results_target: str
+    request: HtmxHttpRequest,
+    template: str,
+    *,
+    form,
+    rows: QuerySet | None,
+    results_target: str,
+    extra: dict | None = None,
 ) -> HttpResponse:
     """Render a page of `rows` (None: the filter form is invalid, a 400 showing its errors).
 
@@ -35,6 +41,7 @@ def render_list(
         "page": page,
         "page_range": page_range,
         "results_target": results_target,
+        **(extra or {}),
     }
     response = render(
         request,

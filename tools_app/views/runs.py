@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
@@ -20,17 +21,18 @@ from tools_app import health, integrations, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
+    TOKEN_PREFIX,
     RawParamsForm,
     RunFilterForm,
     RunForm,
     raw_initial,
     undecodable_names,
 )
-from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
+from tools_app.models import AgentToken, Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.views.lists import HtmxHttpRequest, render_list
-from tools_app.views.tools import get_tool_or_404
+from tools_app.views.tools import get_tool_or_404, usable_integrations
 
 RESULTS_TARGET = "run-results"
 # How often the run page asks for news while the run is active.
@@ -55,6 +57,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     manifest = runs.manifest_of(version)
     again = _run_to_repeat(request, tool)
     last = again.params if again is not None else _last_params(tool, request.user)
+    if request.GET.get("defaults"):  # "Reset to defaults": the manifest's values only
+        last = {}
 
     form = RunForm(manifest=manifest, last=last)
     raw = RawParamsForm(initial={"params": raw_initial(manifest, last)})
@@ -70,6 +74,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
             return redirect("run", run_id=run.pk)
 
     context = {
+        "prefilled": bool(last),
+        "usable_integrations": usable_integrations(),
         "tool": tool,
         "version": version,
         "manifest": manifest,
@@ -160,10 +166,39 @@ def seq_param(raw: str | None) -> int:
     return int(raw)
 
 
+def run_ending(run: Run) -> str:
+    """Why a finished run ended the way it did, in one line: the exit code alone misleads
+    (a tool that reports an error in its result exits 0; a run that never started has none)."""
+    status, code = run.status, run.exit_code
+    if status == RunStatus.SUCCEEDED:
+        return f"Succeeded (exit code {code})." if code is not None else "Succeeded."
+    if status == RunStatus.CANCELLED:
+        return "Cancelled: the run was cancelled."
+    if status == RunStatus.TIMED_OUT:
+        return "Timed out: the tool ran past its time limit and was stopped."
+    if status == RunStatus.LOST:
+        return "Lost: " + (run.error or "the worker stopped answering.")
+    if run.error:
+        return f"Failed: {run.error}"
+    if code is None:
+        if run.result and run.result.get("isError"):
+            return "Failed: the tool did not run to completion (the reason is above)."
+        return "Failed: the tool did not run to completion."
+    if code == 0:
+        return "Failed: the tool reported an error in its result (it exited with code 0)."
+    return f"Failed: the tool exited with code {code}."
+
+
 def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> dict:
     last_seq = updates[-1].seq if updates else seq_param(request.GET.get("after"))
     return {
         "run": run,
+        "ending": run_ending(run) if run.is_finished else "",
+        # Server-rendered; static/js/run-live.js counts on from data-elapsed-since.
+        "elapsed": round((timezone.now() - run.started_at).total_seconds())
+        if run.started_at and not run.is_finished
+        else 0,
+        "result_json": json.dumps(run.result, indent=2, ensure_ascii=False) if run.result else "",
         "updates": updates,
         "last_seq": last_seq,
         "artifacts": list(run.artifacts.all()) if run.is_finished else [],
@@ -309,11 +344,21 @@ def _tool_names() -> list[str]:
 
 
 def _people() -> list[str]:
-    """People who have started runs, for the filter's options (one query)."""
+    """People and agent tokens that have started runs, for the filter's options (two
+    queries). A token is offered as "token:NAME" (RunFilterForm.TOKEN_PREFIX)."""
     users = get_user_model().objects.filter(
         pk__in=Run.objects.filter(user__isnull=False).values("user_id")
     )
-    return list(users.order_by("username").values_list("username", flat=True))
+    tokens = AgentToken.objects.filter(
+        pk__in=Run.objects.filter(token__isnull=False).values("token_id")
+    )
+    return [
+        *users.order_by("username").values_list("username", flat=True),
+        *(
+            f"{TOKEN_PREFIX}{name}"
+            for name in tokens.order_by("name").values_list("name", flat=True)
+        ),
+    ]
 
 
 __all__ = [

@@ -22,10 +22,21 @@ def token_list(request: HttpRequest) -> HttpResponse:
     return render(request, "tokens/list.html", {"tokens": tokens})
 
 
+CREATED_KEY = "tokens.created"
+
+
 @never_cache  # the answer to a successful POST holds the raw token: never keep it anywhere
 @require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def token_create(request: HttpRequest) -> HttpResponse:
+    # POST-redirect-GET: the new token waits in the session for exactly one GET, so a
+    # reload neither posts the form again (a second token) nor shows the token again.
+    created = request.session.pop(CREATED_KEY, None) if request.method == "GET" else None
+    if created is not None:
+        token = AgentToken.objects.filter(pk=created["pk"]).first()
+        if token is not None:
+            context = {"token": token, "raw_token": created["raw"]}
+            return render(request, "tokens/created.html", context)
     form = TokenForm(request.POST if request.method == "POST" else None)
     if not form.is_valid():
         return render(request, "tokens/form.html", {"form": form})
@@ -39,9 +50,10 @@ def token_create(request: HttpRequest) -> HttpResponse:
         f"{token.name} ({', '.join(token.scopes)})",
         {"prefix": token.prefix, "scopes": token.scopes},
     )
-    # Rendered in the POST answer, not behind a redirect: only the hash is stored, so this
-    # page is the one and only time the token exists outside the agent's hands.
-    return render(request, "tokens/created.html", {"token": token, "raw_token": raw})
+    # Only the hash is stored; the raw token lives in the session until the next GET
+    # shows it, once (then it is gone from the session too).
+    request.session[CREATED_KEY] = {"pk": token.pk, "raw": raw}
+    return redirect("token_create")
 
 
 @require_http_methods(["GET", "POST"])

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe
 
 from tools_app import integrations, rendering, schema, toolmd
 from tools_app.forms.tools import ToolFilterForm
-from tools_app.models import Tool, ToolVersion
+from tools_app.models import Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
@@ -45,8 +45,19 @@ def tool_list(request: HtmxHttpRequest) -> HttpResponse:
             Tool.objects.annotate(published_number=F("published_version__number"))
         )
     return render_list(
-        request, "tools/list.html", form=form, rows=rows, results_target=RESULTS_TARGET
+        request,
+        "tools/list.html",
+        form=form,
+        rows=rows,
+        results_target=RESULTS_TARGET,
+        extra={"usable_integrations": usable_integrations()},
     )
+
+
+def usable_integrations() -> set[str]:
+    """Slugs of the integrations that exist and are enabled (one query): a tool declaring
+    any other fails at run time, so the pages say so before anyone runs it."""
+    return set(Integration.objects.filter(enabled=True).values_list("slug", flat=True))
 
 
 def _integration_slugs() -> list[str]:
@@ -97,6 +108,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
 
     context = {
         "tool": tool,
+        "usable_integrations": usable_integrations(),
         "version": version,
         "version_state": _version_state(tool, version),
         "manifest": manifest,

@@ -1,0 +1,48 @@
+"""What every page has: an icon (and /favicon.ico answers), a skip link to the main
+content; the login page says what the product is."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_serves_a_favicon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 302 and response["Location"].endswith("favicon.svg")
+    page = client.get("/accounts/login/").content.decode()
+    assert 'rel="icon"' in page
+
+
+def test_every_page_has_a_skip_link_to_the_main_content(viewer_client):
+    page = viewer_client.get("/tools/").content.decode()
+    assert '<a class="skip-link" href="#main">Skip to main content</a>' in page
+    assert '<main id="main"' in page
+
+
+def test_the_login_page_says_what_the_product_is(client):
+    page = client.get("/accounts/login/").content.decode()
+    assert "publish the tools that AI agents run" in page
+
+
+def test_the_configuration_banner_can_be_hidden_for_the_session(viewer_client, settings):
+    from tests.forms_support import submit
+
+    page = viewer_client.get("/tools/").content.decode()
+    assert "generated development key" in page  # the test settings use one
+
+    response = submit(viewer_client, "/tools/", action="/warnings/dismiss/", follow=True)
+    assert response.redirect_chain[-1][0] == "/tools/"
+    assert "generated development key" not in response.content.decode()
+    assert "generated development key" not in viewer_client.get("/runs/").content.decode()
+
+
+def test_dismissing_never_redirects_elsewhere(viewer_client):
+    response = viewer_client.post("/warnings/dismiss/", {"next": "https://evil.example/"})
+    assert response["Location"] == "/"
+
+
+def test_the_api_docs_link_back_to_the_console(client):
+    description = client.get("/api/openapi.json").json()["info"]["description"]
+    assert "[← Back to the Tool Console](/)" in description
