@@ -13,7 +13,12 @@ never reached a final state within --give-up: a failure of the soak).
 --kill-worker SIGKILLs the worker (its whole process group, tools included) when half of
 the runs have been invoked, and starts it again: every run must still end in a final
 state. A run the dead worker was running turns `lost` when a client polls it
-CONSOLE_RUN_LOST_AFTER_SECONDS (5 here) after its last heartbeat.
+CONSOLE_RUN_LOST_AFTER_SECONDS (5 here) after its last heartbeat. A run the dead worker
+had taken off the queue (prefetched, or claimed in the embedded broker) but not started
+stays `queued` until the queued-run timeout: the reaper (here: the API poll, which reaps
+the run it shows) re-sends it after CONSOLE_RUN_QUEUED_TIMEOUT_SECONDS (15 here, 600 by
+default) and the restarted worker runs it, or it turns `lost` a timeout later. So a
+client waits up to --give-up (90 s, over twice that timeout) for a final state.
 
 Throwaway console as bench/invoke.py makes it (SQLite, its own state dir and queue). The
 last line printed is a JSON object: {"embedded": {...}, "redis": {...}, "ok": bool}.
@@ -43,6 +48,9 @@ WEB_WORKERS = 2
 CELERY_PROCESSES = 2
 POLL_WAIT = 5
 LOST_AFTER = 5
+# Longer than a run normally waits in the queue here (about 2 s), short enough that the
+# runs a killed worker took with it are re-sent within the soak.
+QUEUED_TIMEOUT = 15
 FINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
 
@@ -195,6 +203,7 @@ def main() -> int:
         **console_env(workdir, web_workers=WEB_WORKERS),
         "CONSOLE_RUN_LOST_AFTER_SECONDS": str(LOST_AFTER),
         "CONSOLE_RUN_HEARTBEAT_SECONDS": "1",
+        "CONSOLE_RUN_QUEUED_TIMEOUT_SECONDS": str(QUEUED_TIMEOUT),
     }
     os.environ.update(env)
     result: dict = {}
