@@ -21,6 +21,7 @@ from tools_app.bundle import (
     read_tool_dir,
     read_zip,
     safe_relpath,
+    sweep_retired,
     write_tool_dir_atomic,
     zip_bytes,
 )
@@ -209,6 +210,12 @@ def test_it_replaces_an_existing_folder_entirely(tmp_path: Path) -> None:
     dest = write(tmp_path / "tools" / "t", {"old.txt": b"old", "TOOL.md": b"old"})
     write_tool_dir_atomic(dest, FILES)
     assert read_tool_dir(dest) == FILES
+    # The old folder is kept whole under a dot name for readers that had it open...
+    (retired,) = [p for p in dest.parent.iterdir() if p.name != "t"]
+    assert retired.name.startswith(".t.retired-")
+    assert read_tool_dir(retired) == {"old.txt": b"old", "TOOL.md": b"old"}
+    # ... and deleted once its grace is over.
+    sweep_retired(dest.parent, grace=-1)
     assert sorted(p.name for p in dest.parent.iterdir()) == ["t"]
 
 

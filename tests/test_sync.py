@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.conftest import REPO, tool_files
-from tools_app import datapath
+from tools_app import bundle, datapath
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Tool, ToolVersion
 from tools_app.sync import sync_tools
@@ -186,8 +186,11 @@ def test_it_leaves_no_temporary_folders_behind(db, seed):
     write_seed(seed, "alpha", version=2)
     sync_tools(seed)
 
-    names = sorted(p.name for p in (Path(settings.DATA_PATH) / "tools").iterdir())
-    assert names == [".lock", "alpha"]
+    tools = Path(settings.DATA_PATH) / "tools"
+    # The replaced version waits, whole, for readers that had it open, then goes.
+    assert [p.name for p in tools.iterdir() if ".retired-" in p.name]
+    bundle.sweep_retired(tools, grace=-1)
+    assert sorted(p.name for p in tools.iterdir()) == [".lock", "alpha"]
 
 
 def test_readers_never_see_a_half_written_tool(db, seed):

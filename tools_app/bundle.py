@@ -26,6 +26,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 import uuid
 import zipfile
 from collections.abc import Mapping
@@ -201,11 +202,37 @@ def write_tool_dir_atomic(dest: Path, files: Mapping[str, bytes]) -> None:
         _write_tree(tmp, files)
         if os.path.lexists(dest):
             _swap_in(tmp, dest)
+            retire(tmp, dest.name)  # the old folder now: a reader may still be listing it
         else:
             os.rename(tmp, dest)
         _fsync_dir(dest.parent)
     finally:
         _remove_any(tmp)
+        sweep_retired(dest.parent)
+
+
+# A folder swapped out (or removed) is kept this long under a dot name before it is deleted:
+# a reader that opened it just before the swap still lists and reads it whole, instead of
+# watching it being deleted under it.
+RETIRE_GRACE_SECONDS = 60
+RETIRED = ".retired-"
+
+
+def retire(folder: Path, name: str | None = None) -> None:
+    """Move `folder` (the old version of tool `name`) aside to a dot name, never listed as a
+    tool, for a later sweep to delete."""
+    if os.path.lexists(folder):
+        name = f".{name or folder.name}{RETIRED}{int(time.time())}-{uuid.uuid4().hex[:8]}"
+        os.rename(folder, folder.with_name(name))
+
+
+def sweep_retired(parent: Path, grace: float = RETIRE_GRACE_SECONDS) -> None:
+    """Delete folders `retire` moved aside more than `grace` seconds ago."""
+    cutoff = time.time() - grace
+    for entry in Path(parent).glob(f".*{RETIRED}*"):
+        stamp = entry.name.rsplit(RETIRED, 1)[-1].split("-", 1)[0]
+        if not stamp.isdigit() or int(stamp) < cutoff:
+            _remove_any(entry)
 
 
 def _write_tree(root: Path, files: Mapping[str, bytes]) -> None:

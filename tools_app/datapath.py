@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import shutil
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,10 +99,9 @@ def _mirror(root: Path, name: str, tool) -> MirrorResult:
 
 
 def _remove(folder: Path) -> None:
-    # Rename first so readers see the whole folder or nothing.
-    trash = folder.with_name(f".{folder.name}.removed-{uuid.uuid4().hex[:8]}")
-    folder.rename(trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    # Moved aside whole (readers see the whole folder or nothing), deleted after a grace.
+    bundle.retire(folder)
+    bundle.sweep_retired(folder.parent)
 
 
 def mirror_all(data_path: Path | None = None) -> tuple[list[MirrorResult], list[str]]:
