@@ -279,6 +279,19 @@ _Refused = strictyaml.Refused
 _Map = strictyaml.Map
 _Seq = strictyaml.Seq
 _key_label = strictyaml.key_label
+
+
+def _unknown_keys(c: _Checker, spec: _Map, path: str, what: str, allowed: tuple[str, ...]) -> None:
+    """An error for each key of `spec` outside `allowed` (an input's or an output's)."""
+    for key in spec:
+        if key not in allowed:
+            c.error(
+                spec.key_lines[key],
+                f"{path}.{_key_label(key)}",
+                f"unknown {what} key {key!r} (allowed: {', '.join(allowed)})",
+            )
+
+
 _kind = strictyaml.kind
 _show = strictyaml.show
 
@@ -518,13 +531,7 @@ def _check_input(c: _Checker, name: str, spec: Any, line: int) -> InputSpec | No
             f"must be a mapping with type and description, got {_kind(spec)}",
         )
         return None
-    for key in spec:
-        if key not in INPUT_KEYS:
-            c.error(
-                spec.key_lines[key],
-                f"{path}.{_key_label(key)}",
-                f"unknown input key {key!r} (allowed: {', '.join(INPUT_KEYS)})",
-            )
+    _unknown_keys(c, spec, path, "input", INPUT_KEYS)
     type_ = spec.get("type")
     if type_ is None:
         c.error(line, f"{path}.type", f"is required: one of {', '.join(INPUT_TYPES)}")
@@ -872,13 +879,7 @@ def _check_outputs(
         if not isinstance(spec, _Map):
             c.error(line, path, f"must be a mapping with type and path, got {_kind(spec)}")
             continue
-        for key in spec:
-            if key not in OUTPUT_KEYS:
-                c.error(
-                    spec.key_lines[key],
-                    f"{path}.{_key_label(key)}",
-                    f"unknown output key {key!r} (allowed: {', '.join(OUTPUT_KEYS)})",
-                )
+        _unknown_keys(c, spec, path, "output", OUTPUT_KEYS)
         type_ = spec.get("type")
         if type_ is None:
             c.error(line, f"{path}.type", f"is required: one of {', '.join(OUTPUT_TYPES)}")
