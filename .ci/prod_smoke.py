@@ -344,8 +344,11 @@ def smoke(topo: Topology) -> None:
         "/tokens/new/",
         data={"name": "smoke agent", "scopes": ["tools:invoke"], "csrfmiddlewaretoken": token},
     )
-    found = re.search(r'id="raw-token"[^>]*value="([^"]+)"', created.text)
-    assert created.status_code == 200 and found, created.status_code
+    # POST-redirect-GET: the token is shown once, by the page the POST redirects to.
+    assert created.status_code == 302, created.status_code
+    shown = browser.request("GET", created.headers["location"])
+    found = re.search(r'id="raw-token"[^>]*value="([^"]+)"', shown.text)
+    assert shown.status_code == 200 and found, shown.status_code
     agent = httpx.Client(
         base_url=base,
         timeout=30,
