@@ -18,6 +18,7 @@ from cryptography.fernet import Fernet
 from kombu import Connection
 from worker_fixtures import CeleryWorker, _configure_publisher, wait_for_run, worker_database_url
 
+from tests.conftest import require
 from tools_app import broker, runs
 from tools_app.audit import Actor
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
@@ -161,8 +162,7 @@ def filesystem_worker(django_db_setup, django_db_blocker, tmp_path_factory):
     prefers Redis)."""
     with django_db_blocker.unblock():
         database_url = worker_database_url()
-    if database_url is None:
-        pytest.skip("the worker needs a file SQLite or PostgreSQL test database")
+    require(database_url is None, "the worker needs a file SQLite or PostgreSQL test database")
     worker = CeleryWorker(
         root=tmp_path_factory.mktemp("fs-worker"),
         broker_url="filesystem://",
