@@ -136,7 +136,7 @@ class Console:
     def children(self) -> dict[str, int]:
         """dev.py's direct children by kind: {"celery": pid, "gunicorn": pid}."""
         out = subprocess.run(
-            ["ps", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
+            ["ps", "-ww", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
             capture_output=True,
             text=True,
             check=False,
@@ -151,7 +151,9 @@ class Console:
 
 
 def processes_mentioning(text: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True
+    ).stdout
     return [
         line
         for line in out.splitlines()
@@ -210,7 +212,7 @@ def test_it_restarts_a_killed_worker_and_stops_cleanly(tmp_path):
     leftovers = [
         row
         for row in subprocess.run(
-            ["ps", "-eo", "pgid=,pid=,stat=,args="], capture_output=True, text=True
+            ["ps", "-ww", "-eo", "pgid=,pid=,stat=,args="], capture_output=True, text=True
         ).stdout.splitlines()
         if int(row.split()[0]) in groups and not row.split()[2].startswith("Z")
     ]
