@@ -323,6 +323,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     elif ci and not args.sqlite_only:
         print("PostgreSQL is required in CI but not reachable on 127.0.0.1:5432", file=sys.stderr)
         failures.append("PostgreSQL unreachable")
+    elif args.sqlite_only:
+        say("--sqlite-only: no PostgreSQL run")
     else:
         say("PostgreSQL not reachable on 127.0.0.1:5432: skipped the PostgreSQL run")
 
