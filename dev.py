@@ -357,7 +357,12 @@ def main() -> int:
     man = sub.add_parser("manage", help="run manage.py inside the virtualenv")
     man.add_argument("rest", nargs=argparse.REMAINDER)
     man.set_defaults(func=cmd_manage)
-    args = parser.parse_args()
+    # parse_known_args: argparse's REMAINDER drops "-k x" when it follows "--sqlite-only".
+    args, extra = parser.parse_known_args()
+    if extra and args.command != "test":
+        parser.error("unrecognized arguments: " + " ".join(extra))
+    if args.command == "test":
+        args.pytest_args = [*extra, *(args.pytest_args or [])]
     return args.func(args)
 
 

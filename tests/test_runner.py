@@ -620,7 +620,7 @@ def test_it_refuses_to_bind_the_consoles_own_files(tmp_path):
     assert any("console's own files" in notice for notice in outcome.notices)
 
 
-# Each tool lists what of its view names the checkout (the needle), and how much it saw.
+# Each tool lists what of its view shows the checkout, and how much it saw.
 WALK_PY = """
 import os
 
@@ -630,17 +630,22 @@ def execute(tool_call_id, params, signal, on_update):
         dirs[:] = [d for d in dirs if os.path.join(root, d) not in params["skip"]]
         for name in dirs + files:
             count += 1
-            if params["needle"] in name:
-                found.append(os.path.join(root, name))
+            path = os.path.join(root, name)
+            if path == params["project"] or path.startswith(params["project"] + "/") or any(
+                path.endswith(tail) for tail in params["tails"]
+            ):
+                found.append(path)
     import sys
     with open(os.path.join(sys.prefix, "pyvenv.cfg")) as cfg:
-        if params["needle"] in cfg.read():
+        if params["project"] in cfg.read():
             found.append("pyvenv.cfg")
     return {"content": [{"type": "text", "text": "\\n".join([f"seen {count}", *found])}]}
 """
 WALK_SH = """#!/bin/bash
 echo "seen $(find / -path /proc -prune -o -path /sys -prune -o -print | wc -l)"
-find / -path /proc -prune -o -path /sys -prune -o -name "*$INPUT_NEEDLE*" -print 2>/dev/null || true
+find / -path /proc -prune -o -path /sys -prune -o \\( -path "$INPUT_PROJECT" \\
+  -o -path "$INPUT_PROJECT/*" -o -path "*/$INPUT_NAME/.venv" -o -path "*/$INPUT_NAME/manage.py" \\
+  -o -path "*/$INPUT_NAME/tools_app" \\) -print 2>/dev/null || true
 """
 
 
@@ -651,7 +656,15 @@ def test_it_never_shows_a_tool_where_the_console_lives(tmp_path: Path, language:
     tool where the console's files are."""
     require(isolation_level()[0] != "bwrap", "bubblewrap is needed for the sandbox's view")
     project = Path(__file__).resolve().parents[1]
-    params = {"needle": project.name, "skip": ["/proc", "/sys"]}
+    # The checkout's own path, or its folder name with one of its entries under it (a bind
+    # under a fresh /tmp): a bare name like "main" matches system files, so it is no needle.
+    entries = (".venv", "manage.py", "tools_app")
+    params = {
+        "project": str(project),
+        "name": project.name,
+        "tails": [f"/{project.name}/{entry}" for entry in entries],
+        "skip": ["/proc", "/sys"],
+    }
     outcome = run_tool(
         tmp_path, language, WALK_PY if language == "python" else WALK_SH, params=params
     )
