@@ -161,6 +161,18 @@ def pin(root: Path, pid: int) -> None:
         time.sleep(0.0005)
 
 
+def _forget_pins_in_child() -> None:
+    """A forked child does not own its parent's runs or spare: holding their tmpfs open
+    would keep its memory in use after the parent released it."""
+    for fd in _pinned.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _pinned.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pins_in_child)
+
+
 def view(root: Path) -> Path:
     """Where the runner reads and writes the run's disk/ (home, output, tmp)."""
     key = _key(root)
