@@ -326,6 +326,8 @@ def test_a_non_root_workers_run_stops_at_the_disk_quota(
     assert text.startswith("The tool wrote more than 32 MiB (the run's disk quota) and was stopped")
     assert case != "python-spare" or outcome.spare
     assert watch.most < 1 << 20  # the host's disk never held the tool's writes
+    standby.discard_spare()
+    assert list(runs.rglob("disk")) == []  # the quota's mount point went with the run
 
 
 @unprivileged.when_root
