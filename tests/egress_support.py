@@ -125,6 +125,18 @@ def local_server(address: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, int]:
     return server, server.server_address[1]
 
 
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def local_server6() -> tuple[ThreadingHTTPServer, int]:
+    """An HTTP server on the host's IPv6 loopback (where Redis listens too)."""
+    server = _Server6(("::1", 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
 def slirp_children(settle: float = 5.0) -> list[int]:
     """slirp4netns processes this test process started that are still there once killed
     ones had `settle` seconds to be reaped (the runner reaps them on a thread)."""

@@ -5,6 +5,7 @@ list means, and that console-side requests (connection tests) obey the same rule
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import integrations_support as support
 import pytest
 from django.urls import reverse
 
+from tests import unprivileged
+from tests.conftest import require
 from tools_app import egress, http
 from tools_app.runner import network
 
@@ -273,11 +276,27 @@ def test_it_refuses_a_dns_setting_that_is_not_an_ipv4_address():
 
 
 def test_it_warns_when_tools_egress_is_unfiltered_here(monkeypatch, settings):
+    """A non-root worker on a host where runs cannot have a user namespace of their own
+    (here: no util-linux unshare)."""
     from tools_app import egress_config
+    from tools_app.runner import sandbox
 
     monkeypatch.setattr(egress_config.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "unshare_executable", lambda: None)
     warnings = egress_config.egress_warnings()
     assert any("share this host's network unfiltered" in w for w in warnings), warnings
+    assert any("(bubblewrap or unshare (util-linux) is not installed)" in w for w in warnings)
+
+
+@unprivileged.when_root
+def test_it_does_not_warn_a_non_root_worker_whose_runs_get_their_own_namespaces(settings):
+    from tools_app import egress_config
+    from tools_app.runner import isolation_level, network
+
+    assert os.geteuid() != 0  # as root, this runs in a child as uid 65534
+    require(isolation_level()[0] != "bwrap", "needs bubblewrap")
+    require(network.missing() != [], f"missing: {network.missing()}")
+    assert egress_config.egress_warnings() == []
 
 
 def test_it_warns_when_the_allow_list_is_invalid(settings):

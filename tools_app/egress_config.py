@@ -45,7 +45,7 @@ def console_policy(saved_integration=None) -> egress.Policy:
 
 @warning_source
 def egress_warnings() -> list[str]:
-    from tools_app.runner import isolation_level, network
+    from tools_app.runner import isolation_level, network, sandbox
 
     try:
         egress.build(settings.TOOL_NETWORK_ALLOW, (), settings.TOOL_DNS)
@@ -56,10 +56,11 @@ def egress_warnings() -> list[str]:
             "Tools with network: true share this host's network unfiltered (no bubblewrap): "
             "they reach its loopback services and private networks."
         ]
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and (why := sandbox.rootless_problem()):
         return [
-            "Tools with network: true share this host's network unfiltered: the worker "
-            "does not run as root, which the egress filter (slirp4netns + nftables) needs."
+            "Tools with network: true share this host's network unfiltered, and a run's "
+            "disk quota covers only /tmp and each file: the worker does not run as root and "
+            f"cannot give runs a user namespace of their own ({why})."
         ]
     if absent := network.missing():
         return [

@@ -28,11 +28,13 @@ How each limit is enforced (DESIGN.md section 3):
   switched by setpriv inside bwrap, and refuses to run tools without bwrap. /proc/sys is
   read-only; a seccomp filter (seccomp.py) denies mounts, modules, BPF, ptrace, keyrings,
   new user namespaces and the like.
-- Disk (quota.py): everything a run can write is one tmpfs of CONSOLE_RUNNER_DISK_MB when
-  the worker is root; RLIMIT_FSIZE caps each file at it in any case.
+- Disk (quota.py): everything a run can write is one tmpfs of CONSOLE_RUNNER_DISK_MB,
+  mounted on the host by a root worker, or by a non-root worker's run inside its own user
+  and mount namespace (sandbox.rootless()); RLIMIT_FSIZE caps each file at it in any case.
 - Network: `network: false` gets an empty network namespace; `network: true` under bwrap
   gets its own namespace whose only way out is slirp4netns behind nftables rules of the
-  egress policy (network.py, tools_app/egress.py), set up before any tool code runs.
+  egress policy (network.py, tools_app/egress.py), set up before any tool code runs, by
+  a root worker or, in the run's own user namespace, by a non-root one. IPv6 is not routed.
 - Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
   results and updates before sending, the runner redacts and clips again.
 """

@@ -216,6 +216,7 @@ class _Execution:
         self.cancel = cancel
         self.redactor = Redactor(request.secrets)
         self.notices: list[str] = []
+        self.output_parent: Path | None = None  # of params.output_path, made for the tool
         if spare is not None:
             self.dirs = _RunDirs.at(spare.root)
         else:
@@ -257,9 +258,19 @@ class _Execution:
             raw = str(params["output_path"] or "")
             parts = [p for p in PurePosixPath(raw).parts if p not in ("/", ".", "..")]
             parts = parts or ["output"]
-            privilege.make_dirs(self.dirs.output, Path(*parts).parent)
+            self.output_parent = Path(*parts).parent
+            self._make_output_dirs()
             params["output_path"] = "/".join([paths.output, *parts])
         return params
+
+    def _output_view(self) -> Path:
+        """TOOL_OUTPUT_DIR as the runner reaches it (quota.view: a rootless run's quota
+        lives in the sandbox's own mount namespace)."""
+        return quota.view(self.dirs.root) / "home" / "output"
+
+    def _make_output_dirs(self) -> None:
+        if self.output_parent is not None:
+            privilege.make_dirs(self._output_view(), self.output_parent)
 
     def _argv(self, paths: sandbox.ToolPaths) -> list[str]:
         request = self.request
@@ -334,6 +345,7 @@ class _Execution:
             if gate is not None:
                 command, filter_fd = seccomp.attach(command)
                 policy = self.net_plan.policy
+                rootless = sandbox.rootless()
                 self.proc = gate.popen(
                     command,
                     stdin=stdin,
@@ -342,10 +354,15 @@ class _Execution:
                     env=env,
                     cwd=self.dirs.home,
                     extra_fds=(filter_fd,),
-                    prefix=network.unshare_prefix() if policy is not None else None,
+                    prefix=network.gate_prefix(
+                        self.dirs.root, limits.disk_bytes, filtered=policy is not None
+                    ),
                 )
+                if rootless:  # the quota is mounted in the run's namespaces: reach it
+                    quota.pin(self.dirs.root, self.proc.pid)
+                    self._make_output_dirs()
                 if policy is not None:
-                    self.net = network.Network.attach(self.proc.pid, policy)
+                    self.net = network.Network.attach(self.proc.pid, policy, rootless=rootless)
                     self.net.ready()  # bash runs tool code right after the gate opens
                 gate.open(self.proc, self.cgroup, sandbox.rlimits(request.language, limits))
             else:
@@ -637,7 +654,7 @@ class _Execution:
         if self.limit_hit is None and self.stop_reason is None and self._wrote_too_much():
             self.limit_hit = LIMIT_DISK
         self.artifacts = artifacts.collect(
-            self.dirs.output, self.dirs.artifacts, self.limits, self.redactor, self.notices
+            self._output_view(), self.dirs.artifacts, self.limits, self.redactor, self.notices
         )
 
     def cleanup(self) -> None:

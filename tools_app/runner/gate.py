@@ -51,7 +51,7 @@ class Gate:
     ) -> subprocess.Popen[bytes]:
         """Start the shell in front of `command`; the protocol's read end stays ours.
         `extra_fds` (numbers above 9) reach `command` as they are, e.g. a seccomp filter.
-        `prefix` runs the shell itself (network.unshare_prefix(): a new network namespace)."""
+        `prefix` runs the shell itself (network.gate_prefix(): its own namespaces)."""
         shell = ["/bin/sh", "-c", SCRIPT, "tool-gate", str(stdin), str(stdout)]
         try:
             return subprocess.Popen(

@@ -19,6 +19,18 @@ seccomp filter:
   127.0.0.1:port destinations are DNATed to 10.0.2.2:port (slirp's alias of the host's
   loopback), which needs route_localnet in this namespace.
 
+A worker that is not root does the same in a user namespace of the run's own (see
+sandbox.rootless()): the gate shell's namespaces are made by `unshare --user --map-root-user
+--mount --net`, the runner enters that user namespace (it owns it) to write the rules
+(`nsenter --user --net --preserve-credentials`: the worker's uid is that namespace's root)
+and starts slirp4netns inside it (its sandbox needs a user namespace where it holds
+CAP_SYS_ADMIN). bwrap makes a nested user namespace for the tool, which therefore holds no
+capability over the network namespace either.
+
+IPv6 is not routed: slirp4netns runs without --enable-ipv6, so tap0 has a link-local
+address only and no IPv6 route; an IPv6 connect fails at once (network unreachable), and
+the rules refuse the IPv6 loopback, ULA, link-local and IPv4-mapped ranges anyway.
+
 The tool runs without capabilities in a namespace it does not own, so it cannot change the
 rules; its only way out is slirp, and everything reaching slirp passed the filter. If any
 step fails the run fails ("tool network setup failed"): it never falls back to the host's
@@ -41,6 +53,8 @@ from pathlib import Path
 
 from tools_app import egress
 
+from . import sandbox
+
 TAP = "tap0"
 GATEWAY = "10.0.2.2"  # slirp: the host's 127.0.0.1 (unless --disable-host-loopback)
 RESOLVER = "10.0.2.3"  # slirp: forwards DNS to the host's resolver
@@ -51,9 +65,12 @@ LOOPBACK4 = ipaddress.ip_network("127.0.0.0/8")
 LOOPBACK_ALL = (LOOPBACK4, ipaddress.ip_network("::1/128"))
 TOOLS = ("slirp4netns", "nft", "nsenter", "unshare", "ip")  # ip: egress.own_addresses
 UNFILTERED_NOT_ROOT = (
-    "Unfiltered: the worker does not run as root, so the run shared the host's network "
-    "(no egress policy). Run the worker as root for filtered egress."
+    "Unfiltered: the worker does not run as root and this host does not let it give the "
+    "run a user namespace of its own, so the run shared the host's network (no egress "
+    "policy). Run the worker as root, or allow unprivileged user namespaces, for filtered "
+    "egress."
 )
+IPV6 = "IPv6: not routed (a tool's IPv6 connections fail at once: network unreachable)."
 UNFILTERED_PROCESS = (
     "Unfiltered: plain-process isolation (no bubblewrap) shares the host's network; "
     "no egress policy applies."
@@ -102,7 +119,7 @@ def plan(network: bool, isolation: str, policy: egress.Policy | None) -> Plan:
         return Plan(None, NO_NETWORK)
     if isolation != "bwrap":
         return Plan(None, UNFILTERED_PROCESS)
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not sandbox.rootless():
         return Plan(None, UNFILTERED_NOT_ROOT)
     if absent := missing():
         return Plan(
@@ -118,12 +135,16 @@ def plan(network: bool, isolation: str, policy: egress.Policy | None) -> Plan:
             policy = egress.from_environment()
         except egress.PolicyError as exc:
             return Plan(None, "", f"The egress policy is invalid: {exc}")
-    return Plan(policy, policy.summary())
+    return Plan(policy, f"{policy.summary()}\n{IPV6}")
 
 
-def unshare_prefix() -> list[str]:
-    """Prepended to the gate shell's command: it starts in a new network namespace."""
-    return [_exe("unshare"), "--net", "--"]
+def gate_prefix(root: Path, disk_bytes: int, *, filtered: bool) -> list[str] | None:
+    """Prepended to the gate shell's command: a root worker's filtered run starts in a new
+    network namespace; a rootless run in its own user and mount namespaces with its disk
+    quota (and network namespace when filtered). None: nothing to prepend."""
+    if sandbox.rootless():
+        return sandbox.rootless_prefix(root, disk_bytes, net=filtered)
+    return [_exe("unshare"), "--net", "--"] if filtered else None
 
 
 def _loopback_allows(policy: egress.Policy) -> list[egress.Allow]:
@@ -217,20 +238,30 @@ class Network:
         self.deadline = 0.0
 
     @classmethod
-    def attach(cls, pid: int, policy: egress.Policy) -> Network:
-        """Start setting up the namespace of the waiting gate shell `pid`. Raises OSError
-        (having cleaned up) if that fails at once."""
+    def attach(cls, pid: int, policy: egress.Policy, *, rootless: bool = False) -> Network:
+        """Start setting up the namespace of the waiting gate shell `pid` (`rootless`: in
+        the user namespace it owns, which must have its id maps written by now). Raises
+        OSError (having cleaned up) if that fails at once."""
         net = cls()
         try:
-            net._attach(pid, policy)
+            net._attach(pid, policy, rootless)
         except BaseException:
             net.close()
             raise
         return net
 
-    def _attach(self, pid: int, policy: egress.Policy) -> None:
+    def _attach(self, pid: int, policy: egress.Policy, rootless: bool) -> None:
         self.deadline = time.monotonic() + SETUP_SECONDS
         ns = _pin_namespace(pid, self.deadline)
+        userns = -1
+        enter: list[str] = []  # what starts nft and slirp4netns in the run's user namespace
+        if rootless:
+            try:
+                userns = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                os.close(ns)
+                raise OSError(f"tool network setup failed: the sandbox is gone ({exc})") from None
+            enter = [_exe("nsenter"), f"--user=/proc/self/fd/{userns}", "--preserve-credentials"]
         ready_w = exit_r = -1
         self.log = os.memfd_create("slirp-log", os.MFD_CLOEXEC)
         try:
@@ -240,17 +271,19 @@ class Network:
             script = 'exec "$0" -f -'
             if _loopback_allows(policy):
                 script = "echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet && " + script
+            nsenter = enter or [_exe("nsenter")]
             self.nft = subprocess.Popen(
-                [_exe("nsenter"), f"--net={nspath}", "--", "/bin/sh", "-c", script, _exe("nft")],
+                [*nsenter, f"--net={nspath}", "--", "/bin/sh", "-c", script, _exe("nft")],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                pass_fds=(ns,),
+                pass_fds=(ns, *([userns] if rootless else [])),
             )
             assert self.nft.stdin is not None
             self.nft.stdin.write(ruleset(policy).encode())  # a few KiB: fits the pipe
             self.nft.stdin.close()
-            slirp = [_exe("slirp4netns"), "--configure", "--mtu=65520"]
+            slirp = [*([*enter, "--"] if rootless else []), _exe("slirp4netns")]
+            slirp += ["--configure", "--mtu=65520"]
             slirp += ["--enable-sandbox", "--enable-seccomp"]
             slirp += [f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", "--netns-type=path"]
             if not _loopback_allows(policy):
@@ -260,11 +293,11 @@ class Network:
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=self.log,
-                pass_fds=(ready_w, exit_r, ns),
+                pass_fds=(ready_w, exit_r, ns, *([userns] if rootless else [])),
                 start_new_session=True,
             )
         finally:
-            for fd in (ns, ready_w, exit_r):
+            for fd in (ns, userns, ready_w, exit_r):
                 if fd >= 0:
                     os.close(fd)
 

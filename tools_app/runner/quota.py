@@ -14,7 +14,14 @@ cleaning up has its mounts swept by the next process that prepares a run.
 
 tmpfs pages are memory: files a tool writes count against its memory cgroup too.
 
-Without root nothing can be mounted: see README ("Trust boundary") for what holds then.
+A worker that is not root cannot mount on the host, so (where user namespaces work, see
+sandbox.rootless()) the sandbox's first process starts in a user and mount namespace of its
+own and mounts the same tmpfs on `disk/` there (MOUNT_SCRIPT), before the gate opens. The
+host's `disk/` stays an empty directory: the tool's writes never reach the host's disk. The
+runner pins that tmpfs with a descriptor opened through /proc/<pid>/root (pin()), and
+reads it, artifacts included, through that descriptor (view()) after the sandbox is gone:
+an open descriptor keeps a file system alive once its namespace has ended. release()
+closes it, which frees the tmpfs.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import time
 from pathlib import Path
 
 from . import privilege
@@ -38,6 +46,18 @@ SPACE, FILES = "space", "files"  # what ran out
 SANDBOX_TMP = "/tmp"  # noqa: S108 - the sandbox's own, inside the quota
 
 _swept = False
+# (st_dev, st_ino) of a run's host disk/ -> a descriptor on the tmpfs mounted over it in
+# the sandbox's own mount namespace (a worker that is not root). Keyed by inode: a spare's
+# directory is renamed at hand-over.
+_pinned: dict[tuple[int, int], int] = {}
+# Run by the sandbox's first process, in its own user and mount namespace: $1 disk/,
+# $2 bytes, $3 inodes, then the command to exec (the gate shell).
+MOUNT_SCRIPT = (
+    'd=$1; o="size=$2,nr_inodes=$3,mode=0711,nosuid,nodev"; shift 3; '
+    '/bin/mount -n -t tmpfs -o "$o" tool-console-quota "$d" && /bin/mkdir -m 0711 "$d/home" && '
+    '/bin/mkdir -m 0755 "$d/home/output" && /bin/mkdir -m 1777 "$d/tmp" || exit 125; exec "$@"'
+)
+PIN_SECONDS = 10.0
 
 
 def writable(root: Path) -> Path:
@@ -101,8 +121,72 @@ def prepare(root: Path, disk_bytes: int) -> None:
         raise
 
 
+def mount_prefix(root: Path, disk_bytes: int) -> list[str]:
+    """Arguments of `/bin/sh` that mount the quota in the sandbox's own namespaces, then
+    exec what follows (see MOUNT_SCRIPT)."""
+    disk = os.path.abspath(writable(root))
+    return ["-c", MOUNT_SCRIPT, "tool-disk", disk, str(disk_bytes), str(max_files(disk_bytes))]
+
+
+def _key(root: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(writable(root), follow_symlinks=False)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def pin(root: Path, pid: int) -> None:
+    """Wait until process `pid` (running MOUNT_SCRIPT) has mounted the quota over `root`'s
+    disk/ in its mount namespace, and keep a descriptor on it. Raises OSError."""
+    disk = writable(root)
+    key = _key(root)
+    if key is None:
+        raise OSError(f"tool sandbox setup failed: {disk} is missing")
+    target = f"/proc/{pid}/root{os.path.abspath(disk)}"
+    deadline = time.monotonic() + PIN_SECONDS
+    while True:
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OSError(
+                f"tool sandbox setup failed: the run's disk quota could not be mounted ({exc})"
+            ) from None
+        if os.fstat(fd).st_dev != key[0]:
+            _pinned[key] = fd
+            return
+        os.close(fd)
+        if time.monotonic() > deadline:
+            raise OSError("tool sandbox setup failed: the run's disk quota was not mounted")
+        time.sleep(0.0005)
+
+
+def _forget_pins_in_child() -> None:
+    """A forked child does not own its parent's runs or spare: holding their tmpfs open
+    would keep its memory in use after the parent released it."""
+    for fd in _pinned.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _pinned.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pins_in_child)
+
+
+def view(root: Path) -> Path:
+    """Where the runner reads and writes the run's disk/ (home, output, tmp)."""
+    key = _key(root)
+    if key is not None and key in _pinned:
+        return Path(f"/proc/self/fd/{_pinned[key]}")
+    return writable(root)
+
+
 def release(root: Path) -> None:
     """Unmount the run's quota file system (its files go with it); a no-op without one."""
+    key = _key(root)
+    if key is not None and (fd := _pinned.pop(key, None)) is not None:
+        os.close(fd)
+        return
     disk = writable(root)
     if os.path.ismount(disk):
         _unmount(disk)
@@ -113,9 +197,13 @@ def exhausted(root: Path) -> str | None:
     None otherwise and without one."""
     disk = writable(root)
     try:
-        if not os.path.ismount(disk):
+        key = _key(root)
+        if key is not None and key in _pinned:
+            info = os.fstatvfs(_pinned[key])
+        elif not os.path.ismount(disk):
             return None
-        info = os.statvfs(disk)
+        else:
+            info = os.statvfs(disk)
     except OSError:
         return None
     if info.f_bfree == 0:
@@ -127,10 +215,10 @@ def max_files(disk_bytes: int) -> int:
     return max(1024, disk_bytes // BYTES_PER_INODE)
 
 
-def bwrap_tmp_args(home_dir: Path, disk_bytes: int) -> list[str]:
+def bwrap_tmp_args(home_dir: Path, disk_bytes: int, *, rootless: bool = False) -> list[str]:
     """The sandbox's /tmp: tmp/ beside `home_dir` inside the quota when there is one,
     else a tmpfs capped at the quota."""
-    if privilege.worker_is_root():
+    if privilege.worker_is_root() or rootless:
         return ["--bind", str(home_dir.parent / "tmp"), SANDBOX_TMP]
     return ["--size", str(disk_bytes), "--tmpfs", SANDBOX_TMP]
 

@@ -17,6 +17,14 @@ bwrap view of the file system (nothing else of the host is visible):
   /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only).
 When the worker is root, tool code runs as CONSOLE_RUNNER_UID (privilege.py), under the
 seccomp filter of seccomp.py.
+
+When the worker is not root ("rootless", where user namespaces allow it, see rootless()),
+the sandbox's first process starts in a user namespace of its own (the worker's uid mapped
+to its root), with its own mount namespace holding the disk quota (quota.py) and, for
+filtered egress, its own network namespace (network.py). bwrap then runs as that
+namespace's root, so it is told to make a nested user namespace and to drop every
+capability: tool code holds no capability over the namespaces holding the quota and the
+egress rules, and runs as the worker's uid, as an unprivileged bwrap would run it.
 """
 
 from __future__ import annotations
@@ -137,6 +145,59 @@ def _probe_bwrap(bwrap: str | None) -> tuple[str, str]:
         detail = done.stderr.decode(errors="replace").strip()[:300] or f"exit {done.returncode}"
         return "process", f"bubblewrap cannot create its namespaces here: {detail}"
     return "bwrap", ""
+
+
+def unshare_executable() -> str | None:
+    found = shutil.which("unshare")
+    if found is None and os.access("/usr/bin/unshare", os.X_OK):
+        found = "/usr/bin/unshare"
+    return found
+
+
+def rootless() -> bool:
+    """Whether runs of this (non-root) worker get their own user namespace, with the disk
+    quota and filtered egress in it (see the module docstring)."""
+    if privilege.worker_is_root() or isolation_level()[0] != "bwrap":
+        return False
+    return _probe_rootless(bwrap_executable(), unshare_executable()) == ""
+
+
+def rootless_problem() -> str:
+    """Why a non-root worker's runs cannot have their own user namespace here ("" if they
+    can, or the worker is root)."""
+    if privilege.worker_is_root() or isolation_level()[0] != "bwrap":
+        return ""
+    return _probe_rootless(bwrap_executable(), unshare_executable())
+
+
+def rootless_prefix(root: Path, disk_bytes: int, *, net: bool) -> list[str]:
+    """The command that starts a run's first process in its own user and mount namespace
+    (and network namespace with `net`) and mounts its disk quota there."""
+    unshare = unshare_executable()
+    if unshare is None:
+        raise OSError("tool sandbox setup failed: unshare (util-linux) is not installed")
+    flags = ["--user", "--map-root-user", "--mount", *(["--net"] if net else [])]
+    return [unshare, *flags, "--", "/bin/sh", *quota.mount_prefix(root, disk_bytes)]
+
+
+@functools.cache
+def _probe_rootless(bwrap: str | None, unshare: str | None) -> str:
+    if bwrap is None or unshare is None:
+        return "bubblewrap or unshare (util-linux) is not installed"
+    with tempfile.TemporaryDirectory(prefix="tool-console-probe-") as folder:
+        root = Path(folder)
+        quota.writable(root).mkdir()
+        tmp_args = quota.bwrap_tmp_args(quota.home(root), 1 << 20, rootless=True)
+        inner = _bwrap_base(bwrap, network=False, tmp_args=tmp_args, rootless=True)
+        argv = [*rootless_prefix(root, 1 << 20, net=True), *inner, "--", "/bin/true"]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=15, env={}, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"a user namespace for the sandbox cannot be made here: {exc}"
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip()[:300] or f"exit {done.returncode}"
+        return f"a user namespace for the sandbox cannot be made here: {detail}"
+    return ""
 
 
 @functools.cache
@@ -282,8 +343,13 @@ def bash_inputs(params: dict[str, Any]) -> dict[str, str]:
     return inputs
 
 
-def _bwrap_base(bwrap: str, *, network: bool, tmp_args: list[str]) -> list[str]:
+def _bwrap_base(
+    bwrap: str, *, network: bool, tmp_args: list[str], rootless: bool = False
+) -> list[str]:
     args = [bwrap, "--die-with-parent", "--new-session"]
+    if rootless:  # bwrap is the root of the run's user namespace: see the module docstring
+        args += ["--unshare-user", "--uid", str(os.getuid()), "--gid", str(os.getgid())]
+        args += ["--cap-drop", "ALL"]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--hostname", "tool-sandbox"]
     if not network:
@@ -397,8 +463,9 @@ def bwrap_argv(
 ) -> list[str]:
     bwrap = bwrap_executable()
     assert bwrap is not None
-    tmp_args = quota.bwrap_tmp_args(home, limits.disk_bytes)
-    args = _bwrap_base(bwrap, network=network, tmp_args=tmp_args)
+    inside = rootless()
+    tmp_args = quota.bwrap_tmp_args(home, limits.disk_bytes, rootless=inside)
+    args = _bwrap_base(bwrap, network=network, tmp_args=tmp_args, rootless=inside)
     moved = dict(_relocations())
     if language != "python":
         moved.pop(_venv() or "", None)

@@ -217,10 +217,17 @@ class Sandbox:
                 env=self.env,
                 cwd=quota.home(self.root),
                 extra_fds=(filter_fd,),
-                prefix=tool_network.unshare_prefix() if shape.egress is not None else None,
+                prefix=tool_network.gate_prefix(
+                    self.root, limits.disk_bytes, filtered=shape.egress is not None
+                ),
             )
+            rootless = sandbox.rootless()
+            if rootless:  # the quota is mounted in the sandbox's namespaces: reach it
+                quota.pin(self.root, self.proc.pid)
             if shape.egress is not None:
-                self.net = tool_network.Network.attach(self.proc.pid, shape.egress)
+                self.net = tool_network.Network.attach(
+                    self.proc.pid, shape.egress, rootless=rootless
+                )
             gate.open(self.proc, self.cgroup, sandbox.rlimits(shape.language, limits))
             if self.net is not None:
                 # The harness boots meanwhile; it runs no tool code before its message.
