@@ -356,3 +356,100 @@ def test_it_refuses_documents_nested_too_deep() -> None:
     deep_yaml = "openapi: 3.0.0\npaths: {}\nx: " + "[" * 500 + "]" * 500 + "\n"
     with pytest.raises(openapi_import.OpenApiError, match="nested deeper than 100 levels"):
         openapi_import.parse_document(deep_yaml.encode())
+
+
+# --- The console's import page ------------------------------------------------------------
+
+PAGE = "/tools/-/import-openapi/"
+
+
+def _read(client, changes: dict):
+    from tests.forms_support import submit
+
+    return submit(client, PAGE, changes, button="Read document")
+
+
+def _choose(client, response, chosen: list[str] | None = None):
+    from tests.forms_support import find_form
+
+    form = find_form(response.content.decode(), button="Create drafts")
+    data = form.data()
+    if chosen is not None:
+        data["operations"] = chosen
+    return client.post(form.attrs.get("action") or PAGE, data)
+
+
+def test_it_imports_petstore_on_the_page_choosing_operations(developer_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("petstore.yaml", PETSTORE.read_bytes(), "application/yaml")
+    response = _read(
+        developer_client, {"document": upload, "server": "https://petstore.swagger.io/api"}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Choose operations of petstore.yaml" in page
+    assert "no outputs: the response is undocumented" in page  # deletePet, listed as such
+    assert not Tool.objects.exists()  # reading imports nothing
+
+    response = _choose(developer_client, response, ["findPets", "deletePet"])
+    assert response.status_code == 200
+    assert sorted(Tool.objects.values_list("name", flat=True)) == ["delete_pet", "find_pets"]
+    assert 'href="/tools/find_pets/"' in response.content.decode()
+    version = Tool.objects.get(name="find_pets").versions.get()
+    assert version.author is not None and version.published_at is None
+
+
+def test_it_imports_a_pasted_spec_with_every_operation_ticked(developer_client):
+    response = _read(developer_client, {"text": USPTO.read_text(), "prefix": "uspto"})
+    assert response.status_code == 200
+    response = _choose(developer_client, response)  # as rendered: the importable ones ticked
+    assert response.status_code == 200
+    assert Tool.objects.count() == 3
+
+
+def test_it_shows_bad_documents_on_the_page_never_a_500(developer_client):
+    for text, message in [
+        ('{"swagger": "2.0", "paths": {}}', "Swagger 2.0 (OpenAPI 2) is not supported"),
+        ("openapi: 3.0.0\npaths: {}\n" + BOMB, "anchors and aliases"),
+        ("openapi: 3.0.0\n", "&#x27;paths&#x27; is missing"),
+    ]:
+        response = _read(developer_client, {"text": text})
+        assert response.status_code == 400
+        assert message in response.content.decode()
+    response = _read(developer_client, {})
+    assert response.status_code == 400
+    assert "Upload a document or paste one" in response.content.decode()
+    assert not Tool.objects.exists()
+
+
+def test_it_refuses_a_50_mb_upload_by_its_size(developer_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("huge.json", b"{" + b" " * (50 * 1024 * 1024), "application/json")
+    response = _read(developer_client, {"document": upload})
+    assert response.status_code == 400
+    assert "The file is 50 MiB; at most 10 MiB are read." in response.content.decode()
+
+
+def test_it_imports_nothing_when_a_chosen_operation_is_refused(developer_client, make_tool):
+    response = _read(
+        developer_client,
+        {"text": PETSTORE.read_text(), "server": "https://petstore.swagger.io/api"},
+    )
+    make_tool("find_pets")  # created between reading and choosing
+    response = _choose(developer_client, response, ["findPets", "addPet"])
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert "Nothing imported" in page and "exists already" in page
+    assert list(Tool.objects.values_list("name", flat=True)) == ["find_pets"]
+    response = _choose(developer_client, _read(developer_client, {"text": USPTO.read_text()}), [])
+    assert response.status_code == 400  # nothing chosen
+
+
+def test_it_lets_only_developers_import_and_links_the_page(viewer_client, developer_client):
+    assert viewer_client.get(PAGE).status_code == 403
+    assert viewer_client.post(PAGE, {"text": USPTO.read_text()}).status_code == 403
+    assert not Tool.objects.exists()
+    assert f'href="{PAGE}"' in developer_client.get("/tools/").content.decode()
+    assert f'href="{PAGE}"' in developer_client.get("/tools/-/import/").content.decode()
