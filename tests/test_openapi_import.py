@@ -453,3 +453,54 @@ def test_it_lets_only_developers_import_and_links_the_page(viewer_client, develo
     assert not Tool.objects.exists()
     assert f'href="{PAGE}"' in developer_client.get("/tools/").content.decode()
     assert f'href="{PAGE}"' in developer_client.get("/tools/-/import/").content.decode()
+
+
+# --- An imported tool runs ----------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tools_app import runs
+    from tools_app.audit import Actor
+    from tools_app.models.runs import RunStatus, RunVia
+    from tools_app.versions import publish_version
+
+    example = json.loads(USPTO.read_text())["paths"]["/"]["get"]["responses"]["200"]
+    body = json.dumps(example["content"]["application/json"]["example"]).encode()
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+        settings.ALLOWED_HOSTS = ["console.test"]
+        settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
+        out, code = _run(str(USPTO), "--server", f"http://127.0.0.1:{port}/ds-api",
+                         "--operation", "list-data-sets")  # fmt: skip
+        assert code == 0, out
+        version = Tool.objects.get(name="list_data_sets").versions.get()
+        publish_version(version, actor=Actor.system())
+        run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = runs.execute_run(run.pk)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert seen == ["/ds-api/"]
+    assert run.result["structuredContent"]["total"] == 2
+    assert run.result["structuredContent"]["apis"][0]["apiKey"] == "oa_citations"

@@ -93,7 +93,7 @@ def _choose(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"form": read_form}
     source = request.POST.get("source", "")
     try:
-        document = openapi_import.parse_document(source.encode("utf-8"))
+        document = openapi_import.parse_document(source.encode("utf-8", "replace"))
         choices = [(op.key, op.key) for op in openapi_import.operations(document)]
     except OpenApiError as exc:
         read_form.add_error(None, f"Refused, nothing imported: {exc}.")
