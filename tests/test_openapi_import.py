@@ -504,3 +504,44 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
     assert seen == ["/ds-api/"]
     assert run.result["structuredContent"]["total"] == 2
     assert run.result["structuredContent"]["apis"][0]["apiKey"] == "oa_citations"
+
+
+# --- FILE_OR_URL: a URL goes through the egress policy ------------------------------------
+
+
+@pytest.fixture
+def spec_server():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = USPTO.read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/uspto.json"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_it_refuses_to_fetch_a_document_from_loopback_unless_allowed(db, settings, spec_server):
+    settings.TOOL_NETWORK_ALLOW = ""
+    out, code = _run(spec_server)
+    assert code == 1
+    assert "cannot be fetched" in out and "refused by the egress policy" in out
+    assert not Tool.objects.exists()
+
+    settings.TOOL_NETWORK_ALLOW = spec_server.split("/")[2]  # the admin allowed it
+    out, code = _run(spec_server, "--operation", "list-data-sets")
+    assert code == 0, out
+    assert "list-data-sets: created list_data_sets (outputs: total, apis)" in out

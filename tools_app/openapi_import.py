@@ -163,7 +163,7 @@ def _check_version(document: dict[str, Any]) -> None:
     if not isinstance(version, str) or not re.match(r"3\.[01](\.\d+)?(-\S+)?$", version):
         raise OpenApiError(f"OpenAPI {version!r} is not supported: only 3.0 and 3.1 are")
     if not isinstance(document.get("paths"), dict):
-        raise OpenApiError("not an OpenAPI document: 'paths' is missing or not a mapping")
+        raise OpenApiError("'paths' is missing or not a mapping: no operations to import")
 
 
 # --- References ---------------------------------------------------------------------------
@@ -267,6 +267,7 @@ class Draft:
     skipped: str = ""
     notes: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    undocumented: bool = False  # no documented 2xx response body: no outputs
 
 
 @dataclass(frozen=True)
@@ -633,6 +634,7 @@ class _Builder:
         responses = raw.get("responses") if isinstance(raw.get("responses"), dict) else {}
         codes = sorted(str(c) for c in responses if re.fullmatch(r"2(\d\d|XX)", str(c)))
         if not codes:
+            draft.undocumented = True
             draft.notes.append(
                 "The document describes no 2xx response: no outputs (the tool returns the "
                 "response as text)."
@@ -647,6 +649,7 @@ class _Builder:
             if any(BINARY_MEDIA_RE.match(m) for m in content):
                 draft.notes.append(f"The {code} response is a file: it becomes an artifact.")
                 return {}, None, "binary"
+            draft.undocumented = True
             draft.notes.append(
                 f"The {code} response documents no JSON body: no outputs (returned as text)."
             )
@@ -659,6 +662,7 @@ class _Builder:
             example = build_sample(schema)
             source = base_ptr + "/schema"
         if example is None:
+            draft.undocumented = True
             draft.notes.append(
                 f"The {code} response has neither a schema nor an example: no outputs."
             )
@@ -941,13 +945,7 @@ def describe(draft: Draft) -> str:
     if draft.skipped:
         return draft.skipped
     if not draft.outputs:
-        return (
-            "no outputs: the response is undocumented"
-            if any(
-                "no 2xx response" in n or "no JSON body" in n or "neither" in n for n in draft.notes
-            )
-            else "no outputs"
-        )
+        return "no outputs: the response is undocumented" if draft.undocumented else "no outputs"
     return "outputs: " + ", ".join(draft.outputs)
 
 
