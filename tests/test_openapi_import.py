@@ -189,6 +189,16 @@ def test_it_maps_parameters_examples_and_31_types(db, tmp_path):
     assert sample["source"].endswith("/examples/one/value")
 
 
+def test_it_follows_a_path_item_ref(db, tmp_path):
+    spec = _spec(
+        {"/items/{itemId}": {"$ref": "#/components/pathItems/Item"}},
+        components={"schemas": ITEM_SCHEMA, "pathItems": {"Item": GET_ITEM}},
+    )
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 0, out
+    assert _manifest("get_item").outputs["size"]["type"] == "integer"
+
+
 def test_it_gives_an_undocumented_response_no_outputs_and_says_so(db, tmp_path):
     spec = _spec(
         {

@@ -240,7 +240,9 @@ class Operation:
 
 def operations(document: dict[str, Any]) -> list[Operation]:
     found = []
+    resolver = Resolver(document)
     for path, item in document["paths"].items():
+        item, _ = resolver.deref(item)  # 3.1: a path item may be a $ref
         if not isinstance(item, dict):
             continue
         for method in METHODS:
@@ -429,7 +431,7 @@ class _Builder:
 
     def build(self, op: Operation, name: str) -> Draft:
         draft = Draft(op, name=name)
-        path_item = self.document["paths"][op.path]
+        path_item, _ = self.resolver.deref(self.document["paths"][op.path])
         raw = path_item[op.method.lower()]
         where = f"{op.method} {op.path}"
         if op.method not in toolmd.HTTP_METHODS:
