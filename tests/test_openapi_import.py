@@ -189,6 +189,37 @@ def test_it_maps_parameters_examples_and_31_types(db, tmp_path):
     assert sample["source"].endswith("/examples/one/value")
 
 
+def test_it_reads_yaml_response_codes_written_as_numbers(db, tmp_path):
+    text = """openapi: 3.0.3
+info: {title: T, version: "1"}
+servers: [{url: https://api.example.com}]
+paths:
+  /status:
+    get:
+      operationId: status
+      responses:
+        200:
+          description: OK
+          content:
+            application/json:
+              example: {up: true, since: 2024-01-01}
+"""
+    out, code = _run(_write(tmp_path, text, "spec.yaml"))
+    assert code == 0, out
+    assert _manifest("status").outputs["up"]["type"] == "boolean"
+    sample = json.loads(_files("status")["samples/openapi.json"])
+    assert sample["body"] == {"up": True, "since": "2024-01-01"}  # a YAML date, as text
+
+
+def test_it_reports_a_malformed_operation_instead_of_failing(db, tmp_path):
+    bad = {"name": "q", "in": "query", "content": {"application/json": "not a mapping"}}
+    spec = _spec({"/x": {"get": {"operationId": "x", "parameters": [bad], "responses": {}}}})
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 1
+    assert "x: invalid x (the operation is malformed (AttributeError" in out
+    assert not Tool.objects.exists()
+
+
 def test_it_follows_a_path_item_ref(db, tmp_path):
     spec = _spec(
         {"/items/{itemId}": {"$ref": "#/components/pathItems/Item"}},

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import yaml
 from django.db import transaction
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from tools_app import strictyaml, toolmd
 from tools_app.audit import Actor, record
@@ -53,6 +54,7 @@ BINARY_MEDIA_RE = re.compile(r"(?:image|audio|video)/|application/(?:octet-strea
 SAMPLE_NAME = "samples/openapi.json"
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SERVER_VAR_RE = re.compile(r"\{([^{}]*)\}")
+_PLAIN_KEY_TAGS = {strictyaml.TAG + t for t in ("int", "float", "bool", "null")}
 # OpenAPI says these header parameters are ignored: the request's own machinery sets them.
 IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 
@@ -139,6 +141,7 @@ def _read_yaml(text: str) -> Any:
         raise OpenApiError(f"the YAML cannot be read: {type(exc).__name__}") from None
     if node is None:
         raise OpenApiError("the document is empty")
+    _string_keys(node)
     problems: list[str] = []
     reader = strictyaml.Reader(
         lambda line, key, message: problems.append(f"line {line}: {key}: {message}"),
@@ -149,6 +152,21 @@ def _read_yaml(text: str) -> Any:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         raise OpenApiError("the YAML is not plain data: " + "; ".join(problems[:5]) + more)
     return _plain(value)
+
+
+def _string_keys(root: Node) -> None:
+    """Plain scalar keys as strings: OpenAPI documents write `200:` for response codes,
+    which YAML reads as an integer (the strict reader would refuse it as a key)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                if isinstance(key, ScalarNode) and key.tag in _PLAIN_KEY_TAGS:
+                    key.tag = strictyaml.TAG + "str"
+                stack.append(value)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
 
 
 def _check_version(document: dict[str, Any]) -> None:
@@ -915,6 +933,11 @@ def plan(
             draft = builder.build(op, name)
         except OpenApiError as exc:
             lines.append(Line(op.key, "invalid", name, str(exc)))
+            continue
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+            # A part of the operation is not the shape OpenAPI gives it.
+            detail = f"the operation is malformed ({type(exc).__name__}: {str(exc)[:120]})"
+            lines.append(Line(op.key, "invalid", name, detail))
             continue
         if not draft.skipped:
             problems = validate(name, draft.files).errors
