@@ -344,6 +344,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a
         ('{"openapi": "3.0.0", "openapi": "3.1.0", "paths": {}}', "duplicate key 'openapi'"),
         ("openapi: 3.0.0\npaths: {a: [unclosed\n", "YAML syntax error"),
         ("[1, 2]", "the top level must be a mapping"),
+        ('{"openapi": "3.0.0", "paths": {}, "x": 1' + "1" * 5000 + "}", "not valid JSON"),
         (_spec({"/x": {"get": {"operationId": "x", "responses": {"200": {
             "$ref": "https://evil.example/responses.yaml#/Ok"}}}}}),
          "external reference 'https://evil.example/responses.yaml#/Ok' is not supported"),
@@ -363,8 +364,8 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a
          "this console's own host"),
     ],
     ids=["yaml-bomb", "swagger-2", "no-openapi", "no-paths", "openapi-4", "duplicate-key",
-         "bad-yaml", "not-mapping", "external-ref-url", "external-ref-file", "templated-host",
-         "relative-server", "no-server", "own-host"],
+         "bad-yaml", "not-mapping", "huge-int", "external-ref-url", "external-ref-file",
+         "templated-host", "relative-server", "no-server", "own-host"],
 )  # fmt: skip
 def test_it_refuses_bad_documents_clearly_and_imports_nothing(db, tmp_path, document, message):
     out, code = _run(_write(tmp_path, document, "spec.yaml"))

@@ -41,7 +41,7 @@ from tools_app import strictyaml, toolmd
 from tools_app.audit import Actor, record
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
-from tools_app.versions import save_version, validate
+from tools_app.versions import InvalidTool, save_version, validate
 
 MAX_DOCUMENT = 10 * 1024 * 1024  # bytes; checked before parsing
 MAX_DEPTH = 100  # nesting of the document (JSON or YAML)
@@ -120,6 +120,8 @@ def parse_document(data: bytes) -> dict[str, Any]:
             raise OpenApiError(f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
         except RecursionError:
             raise OpenApiError(f"the document is nested deeper than {MAX_DEPTH} levels") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise OpenApiError(f"not valid JSON: {str(exc)[:120]}") from None
         _depth_ok(document)
     else:
         document = _read_yaml(text)
@@ -986,13 +988,17 @@ def import_drafts(drafts: list[Draft], *, actor: Actor, origin: str) -> list[Lin
                 raise ImportRefused(
                     [Line(draft.operation.key, "invalid", draft.name, "a tool of this name exists")]
                 )
-            save_version(
-                draft.name,
-                draft.files,
-                actor=actor,
-                source=VersionSource.IMPORT,
-                note=f"imported from OpenAPI {origin}: {draft.operation.key}",
-            )
+            try:
+                save_version(
+                    draft.name,
+                    draft.files,
+                    actor=actor,
+                    source=VersionSource.IMPORT,
+                    note=f"imported from OpenAPI {origin}: {draft.operation.key}",
+                )
+            except InvalidTool as exc:  # plan() validated it; settings may have changed since
+                line = Line(draft.operation.key, "invalid", draft.name, str(exc))
+                raise ImportRefused([line]) from None
             lines.append(Line(draft.operation.key, "created", draft.name, describe(draft)))
         record(
             actor,
