@@ -489,6 +489,20 @@ def test_it_imports_nothing_when_a_chosen_operation_is_refused(developer_client,
     assert response.status_code == 400  # nothing chosen
 
 
+def test_it_refuses_a_damaged_document_sent_back(developer_client):
+    response = _read(developer_client, {"text": USPTO.read_text()})
+    from tests.forms_support import find_form
+
+    data = find_form(response.content.decode(), button="Create drafts").data()
+    response = developer_client.post(PAGE, {**data, "source": "%%% not base64"})
+    assert response.status_code == 400
+    assert "the document sent back is damaged" in response.content.decode()
+    response = developer_client.post(PAGE, {**data, "prefix": "Bad-Prefix!"})
+    assert response.status_code == 400
+    assert "prefix &#x27;Bad-Prefix!&#x27;: lowercase letters" in response.content.decode()
+    assert not Tool.objects.exists()
+
+
 def test_it_lets_only_developers_import_and_links_the_page(viewer_client, developer_client):
     assert viewer_client.get(PAGE).status_code == 403
     assert viewer_client.post(PAGE, {"text": USPTO.read_text()}).status_code == 403

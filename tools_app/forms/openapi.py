@@ -1,8 +1,12 @@
 """Forms of the OpenAPI import page: read a document (upload or paste), then choose its
-operations. The second step carries the document's text back in a hidden field, so the
-page keeps no state between the steps."""
+operations. The second step carries the document back in a hidden field, base64-encoded
+(a browser would rewrite its line breaks otherwise), so the page keeps no state between
+the steps."""
 
 from __future__ import annotations
+
+import base64
+import binascii
 
 from django import forms
 
@@ -72,8 +76,20 @@ class OpenApiReadForm(forms.Form):
         return self.cleaned_data["text"].encode("utf-8"), "pasted document"
 
 
+def encode_source(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def decode_source(text: str) -> bytes | None:
+    """The document a choosing form carried, or None when it is not valid base64."""
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        return None
+
+
 class OpenApiChooseForm(forms.Form):
-    source = forms.CharField(widget=forms.HiddenInput, strip=False, max_length=MAX_DOCUMENT)
+    source = forms.CharField(widget=forms.HiddenInput, max_length=MAX_DOCUMENT * 4 // 3 + 4)
     origin = forms.CharField(widget=forms.HiddenInput, max_length=200)
     prefix = forms.CharField(widget=forms.HiddenInput, required=False, max_length=31)
     server = forms.CharField(widget=forms.HiddenInput, required=False, max_length=2048)

@@ -14,7 +14,12 @@ from django.views.decorators.http import require_http_methods
 
 from tools_app import openapi_import
 from tools_app.audit import Actor
-from tools_app.forms.openapi import OpenApiChooseForm, OpenApiReadForm
+from tools_app.forms.openapi import (
+    OpenApiChooseForm,
+    OpenApiReadForm,
+    decode_source,
+    encode_source,
+)
 from tools_app.openapi_import import ImportRefused, OpenApiError
 from tools_app.roles import DEVELOPER, role_required
 
@@ -62,7 +67,7 @@ def openapi_import_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and "source" in request.POST:
         return _choose(request)
     form = OpenApiReadForm(request.POST or None, request.FILES or None)
-    context: dict[str, Any] = {"form": form}
+    context: dict[str, Any] = {"form": form, "error": ""}
     if request.method != "POST":
         return render(request, TEMPLATE, context)
     if not form.is_valid():
@@ -78,7 +83,7 @@ def openapi_import_page(request: HttpRequest) -> HttpResponse:
         return render(request, TEMPLATE, context, status=400)
     choose = OpenApiChooseForm(
         initial={
-            "source": data.decode("utf-8-sig"),
+            "source": encode_source(data),
             "origin": origin,
             "prefix": prefix,
             "server": server,
@@ -89,14 +94,15 @@ def openapi_import_page(request: HttpRequest) -> HttpResponse:
 
 
 def _choose(request: HttpRequest) -> HttpResponse:
-    read_form = OpenApiReadForm()
-    context: dict[str, Any] = {"form": read_form}
-    source = request.POST.get("source", "")
+    context: dict[str, Any] = {"form": OpenApiReadForm(), "error": ""}
+    source = decode_source(request.POST.get("source", ""))
     try:
-        document = openapi_import.parse_document(source.encode("utf-8", "replace"))
+        if source is None:
+            raise OpenApiError("the document sent back is damaged: read it again")
+        document = openapi_import.parse_document(source)
         choices = [(op.key, op.key) for op in openapi_import.operations(document)]
     except OpenApiError as exc:
-        read_form.add_error(None, f"Refused, nothing imported: {exc}.")
+        context["error"] = f"Refused, nothing imported: {exc}."
         return render(request, TEMPLATE, context, status=400)
     form = OpenApiChooseForm(request.POST, choices=choices)
     if not form.is_valid():
@@ -118,7 +124,7 @@ def _choose(request: HttpRequest) -> HttpResponse:
         context.update(refused=exc.lines, origin=origin)
         return render(request, TEMPLATE, context, status=422)
     except OpenApiError as exc:
-        read_form.add_error(None, f"Refused, nothing imported: {exc}.")
+        context["error"] = f"Refused, nothing imported: {exc}."
         return render(request, TEMPLATE, context, status=400)
     context.update(lines=lines, origin=origin)
     return render(request, TEMPLATE, context)
