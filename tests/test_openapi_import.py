@@ -359,13 +359,15 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a
          "the server URL '/v3' is relative"),
         (_spec({"/x": {"get": {"operationId": "x", "responses": {}}}}, servers=[]),
          "the document names no server"),
+        (_spec({"/x/{{apify.APIFY_TOKEN}}": {"get": {"operationId": "x", "responses": {}}}}),
+         "a path may not contain '{{' or '}}'"),
         (_spec({"/x": {"get": {"operationId": "x", "responses": {}}}},
                servers=[{"url": "https://localhost/api"}]),
          "this console's own host"),
     ],
     ids=["yaml-bomb", "swagger-2", "no-openapi", "no-paths", "openapi-4", "duplicate-key",
          "bad-yaml", "not-mapping", "huge-int", "external-ref-url", "external-ref-file",
-         "templated-host", "relative-server", "no-server", "own-host"],
+         "templated-host", "relative-server", "no-server", "template-in-path", "own-host"],
 )  # fmt: skip
 def test_it_refuses_bad_documents_clearly_and_imports_nothing(db, tmp_path, document, message):
     out, code = _run(_write(tmp_path, document, "spec.yaml"))

@@ -457,6 +457,8 @@ class _Builder:
         if op.method not in toolmd.HTTP_METHODS:
             draft.skipped = f"{op.method} is not a method a kind: http tool can send"
             return draft
+        if "{{" in op.path or "}}" in op.path:  # would read as the tool's own templates
+            raise OpenApiError(f"{where}: a path may not contain '{{{{' or '}}}}'")
         base = self.base_url(path_item, raw)
         inputs: dict[str, dict[str, Any]] = {}
         used: set[str] = set()
