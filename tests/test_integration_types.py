@@ -64,13 +64,16 @@ def test_it_ships_the_required_types():
 
 def test_it_provides_every_integration_the_seed_tools_declare():
     """Each slug a seed tool declares is a type slug (an integration's default slug), and
-    the variables the tool reads are that type's variables."""
+    the variables the tool reads (its code, or a kind: http tool's request templates) are
+    that type's variables."""
     types = domain.load_types(REPO / "seed" / "integrations").types
     for toolmd in sorted((REPO / "seed" / "tools").glob("*/TOOL.md")):
         front = yaml.safe_load(toolmd.read_text().split("---")[1])
         source = "".join(
             p.read_text() for p in toolmd.parent.iterdir() if p.name.startswith("index.")
         )
+        if front.get("kind") == "http":  # no code: its request's templates read the fields
+            source = str(front.get("request"))
         for slug in front.get("integrations") or []:
             assert slug in types, f"{toolmd}: integration {slug!r} has no type"
             for spec in types[slug].fields:

@@ -9,7 +9,15 @@ import pytest
 from tools_app.toolmd import validate_tool_dir
 
 SEED_TOOLS = Path(__file__).resolve().parents[1] / "seed" / "tools"
-SHIPPED = ("web_fetch", "web_search", "email_db", "convert_audio_to_mp3")
+SHIPPED = (
+    "web_fetch",
+    "web_search",
+    "email_db",
+    "convert_audio_to_mp3",
+    "apify_run_actor",
+    "apify_get_run",
+    "apify_get_dataset_items",
+)
 BODY_SECTIONS = ("## Authentication", "## Usage", "## Examples", "## Errors", "## Notes")
 
 
@@ -23,7 +31,8 @@ def test_it_ships_the_four_seed_tools() -> None:
 
 
 @pytest.mark.parametrize("tool_dir", _tool_dirs(), ids=lambda p: p.name)
-def test_it_validates_every_seed_tool_without_problems(tool_dir: Path) -> None:
+def test_it_validates_every_seed_tool_without_problems(db, tool_dir: Path) -> None:
+    # db: the checks of a kind: http tool read the integrations its URL may reach.
     result = validate_tool_dir(tool_dir)
     # Warnings count too: a shipped tool should not lean on forward-compatibility leniency.
     assert result.ok
@@ -34,7 +43,7 @@ def test_it_validates_every_seed_tool_without_problems(tool_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_it_documents_each_seed_tool_for_people_and_agents(name: str) -> None:
+def test_it_documents_each_seed_tool_for_people_and_agents(db, name: str) -> None:
     manifest = validate_tool_dir(SEED_TOOLS / name).manifest
     assert manifest is not None
     assert manifest.body.lstrip().startswith("# ")
@@ -44,7 +53,7 @@ def test_it_documents_each_seed_tool_for_people_and_agents(name: str) -> None:
     assert manifest.label != manifest.name
 
 
-def test_it_declares_the_expected_languages_integrations_and_network() -> None:
+def test_it_declares_the_expected_languages_integrations_and_network(db) -> None:
     manifests = {name: validate_tool_dir(SEED_TOOLS / name).manifest for name in SHIPPED}
     expected = {
         "web_fetch": ("typescript", (), True),

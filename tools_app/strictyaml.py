@@ -55,13 +55,14 @@ class _Refusing(Composer):
     """Composes a node tree; anchors and aliases are refused before anything expands."""
 
     _depth = 0
+    max_depth = MAX_DEPTH
 
     def compose_node(self, parent: Node | None, index: Any) -> Node:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise Refused(event.start_mark, "YAML anchors and aliases (& and *) are not allowed")
-        if self._depth >= MAX_DEPTH:
-            raise Refused(event.start_mark, f"nested deeper than {MAX_DEPTH} levels")
+        if self._depth >= self.max_depth:
+            raise Refused(event.start_mark, f"nested deeper than {self.max_depth} levels")
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -88,9 +89,11 @@ else:  # pragma: no cover (PyYAML built without libyaml)
     _Loader = _PyLoader
 
 
-def compose(text: str) -> Node | None:
-    """Compose YAML into nodes; raises yaml.YAMLError, UnicodeError or Refused."""
+def compose(text: str, max_depth: int = MAX_DEPTH) -> Node | None:
+    """Compose YAML into nodes; raises yaml.YAMLError, UnicodeError or Refused.
+    (OpenAPI documents nest deeper than a TOOL.md: their reader passes its own max_depth.)"""
     loader = _Loader(text)
+    loader.max_depth = max_depth
     try:
         return loader.get_single_node()
     finally:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools_app.views import docs, editor, integrations, runs, system, tokens, tools
+from tools_app.views import docs, editor, integrations, openapi, runs, system, tokens, tools
 
 urlpatterns = [
     # Tools: browse (tools_app/views/tools.py)
@@ -12,6 +12,7 @@ urlpatterns = [
     # (`new`, `import`), is shadowed by a console page (tests/test_tool_urls.py).
     path("tools/-/new/", editor.tool_new, name="tool_new"),
     path("tools/-/import/", editor.tool_import, name="tool_import"),
+    path("tools/-/import-openapi/", openapi.openapi_import_page, name="tool_import_openapi"),
     path("tools/<str:name>/edit/", editor.tool_edit, name="tool_edit"),
     path("tools/<str:name>/validate/", editor.tool_validate, name="tool_validate"),
     path("tools/<str:name>/versions/", editor.tool_versions, name="tool_versions"),

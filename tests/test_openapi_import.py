@@ -1,0 +1,605 @@
+"""`import_openapi` (DESIGN.md section 8): draft kind: http tools from OpenAPI 3.0/3.1
+documents, by command and on the console's import page. Two real public specs ship as test
+data (tests/data/openapi/*/NOTICE); hostile documents are refused with nothing imported."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from tools_app import openapi_import, toolmd
+from tools_app.models import AuditEvent, Tool
+
+DATA = Path(__file__).resolve().parent / "data" / "openapi"
+PETSTORE = DATA / "petstore-expanded" / "petstore-expanded.yaml"
+USPTO = DATA / "uspto" / "uspto.json"
+
+
+def _run(*args: str) -> tuple[str, int]:
+    out = io.StringIO()
+    try:
+        call_command("import_openapi", *args, stdout=out)
+    except CommandError as exc:
+        return out.getvalue() + f"ERROR {exc}\n", exc.returncode
+    return out.getvalue(), 0
+
+
+def _files(name: str) -> dict[str, bytes]:
+    return Tool.objects.get(name=name).versions.get(number=1).file_bytes()
+
+
+def _manifest(name: str) -> toolmd.Manifest:
+    result = toolmd.validate_files(_files(name), f"{name}/TOOL.md")
+    assert result.ok, result.problems
+    return result.manifest
+
+
+def _spec(paths: dict, **extra) -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Test API", "version": "1"},
+        "servers": [{"url": "https://api.example.com/v1"}],
+        "paths": paths,
+        **extra,
+    }
+
+
+def _write(tmp_path: Path, document: dict | str, name: str = "spec.json") -> str:
+    path = tmp_path / name
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return str(path)
+
+
+GET_ITEM = {
+    "get": {
+        "operationId": "getItem",
+        "summary": "Get an item",
+        "parameters": [
+            {"name": "itemId", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "X-Trace", "in": "header", "required": True, "schema": {"type": "string"}},
+            {"name": "verbose", "in": "query", "schema": {"type": ["boolean", "null"]}},
+        ],
+        "responses": {
+            "200": {
+                "description": "The item",
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/Item"},
+                        "examples": {"one": {"value": {"id": "a1", "size": 3}}},
+                    }
+                },
+            }
+        },
+    }
+}
+ITEM_SCHEMA = {
+    "Item": {
+        "type": "object",
+        "required": ["id"],
+        "properties": {"id": {"type": "string"}, "size": {"type": "integer"}},
+    }
+}
+
+
+# --- The two real specs, by command -------------------------------------------------------
+
+
+def test_it_imports_the_uspto_spec_end_to_end(db):
+    out, code = _run(str(USPTO), "--prefix", "uspto")
+
+    assert code == 0, out
+    assert out.splitlines() == [
+        "list-data-sets: created uspto_list_data_sets (outputs: total, apis)",
+        "list-searchable-fields: created uspto_list_searchable_fields (outputs: value)",
+        "perform-search: created uspto_perform_search (outputs: items)",
+    ]
+    listing = _manifest("uspto_list_data_sets")
+    # The {scheme} server variable took its default; the host was literal.
+    assert listing.request["url"] == "https://developer.uspto.gov/ds-api/"
+    assert listing.outputs["total"] == {
+        "type": "integer", "path": "total", "description": "", "nullable": True,
+    }  # fmt: skip
+    sample = json.loads(_files("uspto_list_data_sets")["samples/openapi.json"])
+    assert sample["source"] == (
+        "openapi#/paths/~1/get/responses/200/content/application~1json/example"
+    )
+    assert sample["body"]["total"] == 2  # the documented example, as documented
+    fields = _manifest("uspto_list_searchable_fields")
+    assert set(fields.inputs) == {"dataset", "version"}
+    assert fields.request["url"].endswith("/ds-api/{{dataset}}/{{version}}/fields")
+    search = _manifest("uspto_perform_search")
+    assert "body" not in search.request  # a form body is not sent as JSON ...
+    assert "application/x-www-form-urlencoded) is not sent" in search.body  # ... and it says so
+    # Drafts: nothing is published by an import.
+    assert not Tool.objects.filter(published_version__isnull=False).exists()
+    assert AuditEvent.objects.filter(action="tools.import_openapi").count() == 1
+
+
+def test_it_refuses_the_petstores_http_server_and_imports_it_with_server(db):
+    out, code = _run(str(PETSTORE))
+    assert code == 1
+    assert "addPet: invalid add_pet (request.url: http:// only to a destination" in out
+    assert "nothing imported" in out
+    assert not Tool.objects.exists()
+
+    out, code = _run(str(PETSTORE), "--server", "https://petstore.swagger.io/api")
+    assert code == 0, out
+    assert out.splitlines() == [
+        "findPets: created find_pets (outputs: items)",
+        "addPet: created add_pet (outputs: name, tag, id)",
+        "find pet by id: created find_pet_by_id (outputs: name, tag, id)",
+        "deletePet: created delete_pet (no outputs: the response is undocumented)",
+    ]
+    add = _manifest("add_pet")
+    assert add.request["body"] == "{{body}}"
+    assert add.inputs["body"].type == "json" and not add.inputs["body"].optional
+    assert "name (string, required), tag (string)" in add.inputs["body"].description
+    # Pet is allOf NewPet + {id}: the sample is built from the documented schema only.
+    sample = json.loads(_files("add_pet")["samples/openapi.json"])
+    assert sample["body"] == {"name": "string", "tag": "string", "id": 0}
+    assert sample["source"].endswith("/responses/200/content/application~1json/schema")
+    assert add.outputs["id"]["type"] == "integer" and not add.outputs["id"]["nullable"]
+    assert add.outputs["tag"]["nullable"]
+    delete = _manifest("delete_pet")
+    assert delete.outputs == {} and delete.request["response"] == "text"
+    assert "The 204 response documents no JSON body: no outputs" in delete.body
+    assert "samples/openapi.json" not in _files("delete_pet")
+    find = _manifest("find_pets")
+    assert find.request["query"] == {"tags": "{{tags}}", "limit": "{{limit}}"}
+    assert find.inputs["limit"].type == "integer" and find.inputs["limit"].optional
+
+
+def test_it_imports_only_the_chosen_operations_with_a_prefix(db):
+    out, code = _run(
+        str(PETSTORE), "--server", "https://petstore.swagger.io/api",
+        "--prefix", "pets", "--operation", "findPets", "--operation", "DELETE /pets/{id}",
+    )  # fmt: skip
+    assert code == 0, out
+    assert sorted(Tool.objects.values_list("name", flat=True)) == [
+        "pets_delete_pet",
+        "pets_find_pets",
+    ]
+
+
+def test_it_names_an_unknown_operation(db):
+    out, code = _run(str(PETSTORE), "--operation", "nope")
+    assert code == 1 and "no such operation: 'nope'" in out
+
+
+# --- What each operation becomes ----------------------------------------------------------
+
+
+def test_it_maps_parameters_examples_and_31_types(db, tmp_path):
+    spec = _spec({"/items/{itemId}": GET_ITEM}, components={"schemas": ITEM_SCHEMA})
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 0, out
+    manifest = _manifest("get_item")
+    assert manifest.request["url"] == "https://api.example.com/v1/items/{{item_id}}"
+    assert manifest.request["headers"] == {"X-Trace": "{{x_trace}}"}
+    assert manifest.request["query"] == {"verbose": "{{verbose}}"}
+    assert manifest.inputs["verbose"].type == "boolean" and manifest.inputs["verbose"].optional
+    assert manifest.outputs["id"]["path"] == "id" and not manifest.outputs["id"]["nullable"]
+    sample = json.loads(_files("get_item")["samples/openapi.json"])
+    assert sample["body"] == {"id": "a1", "size": 3}
+    assert sample["source"].endswith("/examples/one/value")
+
+
+def test_it_reads_yaml_response_codes_written_as_numbers(db, tmp_path):
+    text = """openapi: 3.0.3
+info: {title: T, version: "1"}
+servers: [{url: https://api.example.com}]
+paths:
+  /status:
+    get:
+      operationId: status
+      responses:
+        200:
+          description: OK
+          content:
+            application/json:
+              example: {up: true, since: 2024-01-01}
+"""
+    out, code = _run(_write(tmp_path, text, "spec.yaml"))
+    assert code == 0, out
+    assert _manifest("status").outputs["up"]["type"] == "boolean"
+    sample = json.loads(_files("status")["samples/openapi.json"])
+    assert sample["body"] == {"up": True, "since": "2024-01-01"}  # a YAML date, as text
+
+
+def test_it_reports_a_malformed_operation_instead_of_failing(db, tmp_path):
+    bad = {"name": "q", "in": "query", "content": {"application/json": "not a mapping"}}
+    spec = _spec({"/x": {"get": {"operationId": "x", "parameters": [bad], "responses": {}}}})
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 1
+    assert "x: invalid x (the operation is malformed (AttributeError" in out
+    assert not Tool.objects.exists()
+
+
+def test_it_follows_a_path_item_ref(db, tmp_path):
+    spec = _spec(
+        {"/items/{itemId}": {"$ref": "#/components/pathItems/Item"}},
+        components={"schemas": ITEM_SCHEMA, "pathItems": {"Item": GET_ITEM}},
+    )
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 0, out
+    assert _manifest("get_item").outputs["size"]["type"] == "integer"
+
+
+def test_it_gives_an_undocumented_response_no_outputs_and_says_so(db, tmp_path):
+    spec = _spec(
+        {
+            "/ping": {
+                "get": {"operationId": "ping", "responses": {"default": {"description": "x"}}}
+            },
+            "/pong": {"post": {"operationId": "pong", "responses": {}}},
+        }
+    )
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 0, out
+    assert "ping: created ping (no outputs: the response is undocumented)" in out
+    assert "pong: created pong (no outputs: the response is undocumented)" in out
+    manifest = _manifest("ping")
+    assert manifest.outputs == {}
+    assert "The document describes no 2xx response: no outputs" in manifest.body
+
+
+def test_it_declares_an_integration_named_like_the_security_scheme(db, tmp_path):
+    spec = _spec(
+        {"/items/{itemId}": GET_ITEM},
+        components={
+            "schemas": ITEM_SCHEMA,
+            "securitySchemes": {
+                "apify": {"type": "http", "scheme": "bearer"},
+                "vendorKey": {"type": "apiKey", "in": "header", "name": "X-Key"},
+            },
+        },
+        security=[{"apify": [], "vendorKey": []}],
+    )
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 0, out
+    manifest = _manifest("get_item")
+    assert manifest.integrations == ("apify",)
+    assert manifest.request["headers"]["Authorization"] == "Bearer {{apify.APIFY_TOKEN}}"
+    assert "security scheme `vendorKey` (apiKey) has no integration of that name" in manifest.body
+
+
+def test_it_skips_an_operation_it_cannot_express(db, tmp_path):
+    form = {"required": True, "content": {"application/xml": {"schema": {"type": "object"}}}}
+    spec = _spec(
+        {
+            "/items/{itemId}": GET_ITEM,
+            "/upload": {"post": {"operationId": "upload", "requestBody": form, "responses": {}}},
+        },
+        components={"schemas": ITEM_SCHEMA},
+    )
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 0, out
+    assert "upload: skipped upload (its request body is application/xml" in out
+    assert list(Tool.objects.values_list("name", flat=True)) == ["get_item"]
+
+
+# --- Nothing half-imported ----------------------------------------------------------------
+
+
+def test_it_imports_nothing_when_a_name_clashes(db, tmp_path, make_tool):
+    make_tool("find_pets")
+    out, code = _run(str(PETSTORE), "--server", "https://petstore.swagger.io/api")
+    assert code == 1
+    assert "findPets: invalid find_pets (a tool named 'find_pets' exists already" in out
+    assert "addPet: skipped add_pet (nothing is imported while another" in out
+    assert list(Tool.objects.values_list("name", flat=True)) == ["find_pets"]
+
+
+def test_it_imports_nothing_when_one_chosen_operation_has_a_reference_cycle(db, tmp_path):
+    cyclic = {
+        "get": {
+            "operationId": "tree",
+            "responses": {
+                "200": {
+                    "description": "x",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/A"}}},
+                }
+            },
+        }
+    }
+    schemas = {
+        **ITEM_SCHEMA,
+        "A": {"type": "object", "properties": {"b": {"$ref": "#/components/schemas/B"}}},
+        "B": {"type": "object", "properties": {"a": {"$ref": "#/components/schemas/A"}}},
+    }
+    spec = _spec({"/items/{itemId}": GET_ITEM, "/tree": cyclic}, components={"schemas": schemas})
+    out, code = _run(_write(tmp_path, spec))
+    assert code == 1
+    assert (
+        "tree: invalid tree (reference cycle: #/components/schemas/A -> "
+        "#/components/schemas/B -> #/components/schemas/A)"
+    ) in out
+    assert not Tool.objects.exists()
+    # Without the cyclic operation the rest imports.
+    out, code = _run(_write(tmp_path, spec), "--operation", "getItem")
+    assert code == 0, out
+
+
+# --- Hostile and invalid documents --------------------------------------------------------
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n" + "".join(
+    f"{chr(99 + i)}: &{chr(99 + i)} [{', '.join(['*' + chr(98 + i)] * 9)}]\n" for i in range(7)
+)
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("openapi: 3.0.0\ninfo: {title: x, version: '1'}\n" + BOMB + "paths: {}\n",
+         "anchors and aliases (& and *) are not allowed"),
+        ({"swagger": "2.0", "paths": {}}, "Swagger 2.0 (OpenAPI 2) is not supported"),
+        ({"info": {}, "paths": {}}, "the 'openapi' version key is missing"),
+        ({"openapi": "3.0.3", "info": {}}, "'paths' is missing or not a mapping"),
+        ({"openapi": "4.0", "paths": {}}, "OpenAPI '4.0' is not supported"),
+        ('{"openapi": "3.0.0", "openapi": "3.1.0", "paths": {}}', "duplicate key 'openapi'"),
+        ("openapi: 3.0.0\npaths: {a: [unclosed\n", "YAML syntax error"),
+        ("[1, 2]", "the top level must be a mapping"),
+        ('{"openapi": "3.0.0", "paths": {}, "x": 1' + "1" * 5000 + "}", "not valid JSON"),
+        (_spec({"/x": {"get": {"operationId": "x", "responses": {"200": {
+            "$ref": "https://evil.example/responses.yaml#/Ok"}}}}}),
+         "external reference 'https://evil.example/responses.yaml#/Ok' is not supported"),
+        (_spec({"/x": {"get": {"operationId": "x", "parameters": [
+            {"$ref": "other.yaml#/components/parameters/P"}], "responses": {}}}}),
+         "external reference 'other.yaml#/components/parameters/P' is not supported"),
+        (_spec({"/x": {"get": {"operationId": "x", "responses": {}}}},
+               servers=[{"url": "https://{region}.api.example.com",
+                         "variables": {"region": {"default": "eu"}}}]),
+         "has a templated host: a tool needs a literal host"),
+        (_spec({"/x": {"get": {"operationId": "x", "responses": {}}}}, servers=[{"url": "/v3"}]),
+         "the server URL '/v3' is relative"),
+        (_spec({"/x": {"get": {"operationId": "x", "responses": {}}}}, servers=[]),
+         "the document names no server"),
+        (_spec({"/x/{{apify.APIFY_TOKEN}}": {"get": {"operationId": "x", "responses": {}}}}),
+         "a path may not contain '{{' or '}}'"),
+        (_spec({"/x": {"get": {"operationId": "x", "responses": {}}}},
+               servers=[{"url": "https://localhost/api"}]),
+         "this console's own host"),
+    ],
+    ids=["yaml-bomb", "swagger-2", "no-openapi", "no-paths", "openapi-4", "duplicate-key",
+         "bad-yaml", "not-mapping", "huge-int", "external-ref-url", "external-ref-file",
+         "templated-host", "relative-server", "no-server", "template-in-path", "own-host"],
+)  # fmt: skip
+def test_it_refuses_bad_documents_clearly_and_imports_nothing(db, tmp_path, document, message):
+    out, code = _run(_write(tmp_path, document, "spec.yaml"))
+    assert code == 1
+    assert message in out
+    assert not Tool.objects.exists()
+
+
+def test_it_refuses_a_50_mb_document_by_its_size_before_parsing(db, tmp_path):
+    path = tmp_path / "huge.yaml"
+    with path.open("wb") as handle:  # garbage: a parser would say so, the size check first
+        handle.write(b"\x00{[" * 10)
+        handle.truncate(50 * 1024 * 1024)
+    out, code = _run(str(path))
+    assert code == 1
+    assert "the document is 50.0 MiB; at most 10 MiB are read" in out
+    with pytest.raises(openapi_import.OpenApiError, match="is 50.0 MiB"):
+        openapi_import.parse_document(path.read_bytes())
+
+
+def test_it_refuses_yaml_bombs_without_expanding_them() -> None:
+    with pytest.raises(openapi_import.OpenApiError, match="line 3: YAML anchors and aliases"):
+        openapi_import.parse_document(("openapi: 3.0.0\npaths: {}\n" + BOMB).encode())
+
+
+def test_it_refuses_documents_nested_too_deep() -> None:
+    deep = '{"openapi": "3.0.0", "paths": {}, "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    with pytest.raises(openapi_import.OpenApiError, match="nested deeper than"):
+        openapi_import.parse_document(deep.encode())
+    deep_yaml = "openapi: 3.0.0\npaths: {}\nx: " + "[" * 500 + "]" * 500 + "\n"
+    with pytest.raises(openapi_import.OpenApiError, match="nested deeper than 100 levels"):
+        openapi_import.parse_document(deep_yaml.encode())
+
+
+# --- The console's import page ------------------------------------------------------------
+
+PAGE = "/tools/-/import-openapi/"
+
+
+def _read(client, changes: dict):
+    from tests.forms_support import submit
+
+    return submit(client, PAGE, changes, button="Read document")
+
+
+def _choose(client, response, chosen: list[str] | None = None):
+    from tests.forms_support import find_form
+
+    form = find_form(response.content.decode(), button="Create drafts")
+    data = form.data()
+    if chosen is not None:
+        data["operations"] = chosen
+    return client.post(form.attrs.get("action") or PAGE, data)
+
+
+def test_it_imports_petstore_on_the_page_choosing_operations(developer_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("petstore.yaml", PETSTORE.read_bytes(), "application/yaml")
+    response = _read(
+        developer_client, {"document": upload, "server": "https://petstore.swagger.io/api"}
+    )
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Choose operations of petstore.yaml" in page
+    assert "no outputs: the response is undocumented" in page  # deletePet, listed as such
+    assert not Tool.objects.exists()  # reading imports nothing
+
+    response = _choose(developer_client, response, ["findPets", "deletePet"])
+    assert response.status_code == 200
+    assert sorted(Tool.objects.values_list("name", flat=True)) == ["delete_pet", "find_pets"]
+    assert 'href="/tools/find_pets/"' in response.content.decode()
+    version = Tool.objects.get(name="find_pets").versions.get()
+    assert version.author is not None and version.published_at is None
+
+
+def test_it_imports_a_pasted_spec_with_every_operation_ticked(developer_client):
+    response = _read(developer_client, {"text": USPTO.read_text(), "prefix": "uspto"})
+    assert response.status_code == 200
+    response = _choose(developer_client, response)  # as rendered: the importable ones ticked
+    assert response.status_code == 200
+    assert Tool.objects.count() == 3
+
+
+def test_it_shows_bad_documents_on_the_page_never_a_500(developer_client):
+    for text, message in [
+        ('{"swagger": "2.0", "paths": {}}', "Swagger 2.0 (OpenAPI 2) is not supported"),
+        ("openapi: 3.0.0\npaths: {}\n" + BOMB, "anchors and aliases"),
+        ("openapi: 3.0.0\n", "&#x27;paths&#x27; is missing"),
+    ]:
+        response = _read(developer_client, {"text": text})
+        assert response.status_code == 400
+        assert message in response.content.decode()
+    response = _read(developer_client, {})
+    assert response.status_code == 400
+    assert "Upload a document or paste one" in response.content.decode()
+    assert not Tool.objects.exists()
+
+
+def test_it_refuses_a_50_mb_upload_by_its_size(developer_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("huge.json", b"{" + b" " * (50 * 1024 * 1024), "application/json")
+    response = _read(developer_client, {"document": upload})
+    assert response.status_code == 400
+    assert "The file is 50 MiB; at most 10 MiB are read." in response.content.decode()
+
+
+def test_it_imports_nothing_when_a_chosen_operation_is_refused(developer_client, make_tool):
+    response = _read(
+        developer_client,
+        {"text": PETSTORE.read_text(), "server": "https://petstore.swagger.io/api"},
+    )
+    make_tool("find_pets")  # created between reading and choosing
+    response = _choose(developer_client, response, ["findPets", "addPet"])
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert "Nothing imported" in page and "exists already" in page
+    assert list(Tool.objects.values_list("name", flat=True)) == ["find_pets"]
+    response = _choose(developer_client, _read(developer_client, {"text": USPTO.read_text()}), [])
+    assert response.status_code == 400  # nothing chosen
+
+
+def test_it_refuses_a_damaged_document_sent_back(developer_client):
+    response = _read(developer_client, {"text": USPTO.read_text()})
+    from tests.forms_support import find_form
+
+    data = find_form(response.content.decode(), button="Create drafts").data()
+    response = developer_client.post(PAGE, {**data, "source": "%%% not base64"})
+    assert response.status_code == 400
+    assert "the document sent back is damaged" in response.content.decode()
+    response = developer_client.post(PAGE, {**data, "prefix": "Bad-Prefix!"})
+    assert response.status_code == 400
+    assert "prefix &#x27;Bad-Prefix!&#x27;: lowercase letters" in response.content.decode()
+    assert not Tool.objects.exists()
+
+
+def test_it_lets_only_developers_import_and_links_the_page(viewer_client, developer_client):
+    assert viewer_client.get(PAGE).status_code == 403
+    assert viewer_client.post(PAGE, {"text": USPTO.read_text()}).status_code == 403
+    assert not Tool.objects.exists()
+    assert f'href="{PAGE}"' in developer_client.get("/tools/").content.decode()
+    assert f'href="{PAGE}"' in developer_client.get("/tools/-/import/").content.decode()
+
+
+# --- An imported tool runs ----------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tools_app import runs
+    from tools_app.audit import Actor
+    from tools_app.models.runs import RunStatus, RunVia
+    from tools_app.versions import publish_version
+
+    example = json.loads(USPTO.read_text())["paths"]["/"]["get"]["responses"]["200"]
+    body = json.dumps(example["content"]["application/json"]["example"]).encode()
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+        settings.ALLOWED_HOSTS = ["console.test"]
+        settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
+        out, code = _run(str(USPTO), "--server", f"http://127.0.0.1:{port}/ds-api",
+                         "--operation", "list-data-sets")  # fmt: skip
+        assert code == 0, out
+        version = Tool.objects.get(name="list_data_sets").versions.get()
+        publish_version(version, actor=Actor.system())
+        run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = runs.execute_run(run.pk)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert seen == ["/ds-api/"]
+    assert run.result["structuredContent"]["total"] == 2
+    assert run.result["structuredContent"]["apis"][0]["apiKey"] == "oa_citations"
+
+
+# --- FILE_OR_URL: a URL goes through the egress policy ------------------------------------
+
+
+@pytest.fixture
+def spec_server():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = USPTO.read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/uspto.json"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_it_refuses_to_fetch_a_document_from_loopback_unless_allowed(db, settings, spec_server):
+    settings.TOOL_NETWORK_ALLOW = ""
+    out, code = _run(spec_server)
+    assert code == 1
+    assert "cannot be fetched" in out and "refused by the egress policy" in out
+    assert not Tool.objects.exists()
+
+    settings.TOOL_NETWORK_ALLOW = spec_server.split("/")[2]  # the admin allowed it
+    out, code = _run(spec_server, "--operation", "list-data-sets")
+    assert code == 0, out
+    assert "list-data-sets: created list_data_sets (outputs: total, apis)" in out
