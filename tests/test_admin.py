@@ -465,3 +465,15 @@ def test_long_audit_summaries_are_shortened_with_the_whole_text_in_a_tooltip(adm
     assert escaped not in page.replace(f'title="{escaped}"', "")  # only in the tooltip
     assert "short one</td>" in page
     assert '<link href="/static/css/admin-audit.css"' in page
+
+
+@pytest.mark.parametrize("target_id", ["99999999999999999999", "abc", "\x00", ""])
+def test_audit_targets_that_can_not_exist_are_shown_as_recorded(admin_client, db, target_id):
+    AuditEvent.objects.create(
+        actor_kind="system", actor="system", action="token.revoke", target_type="agenttoken",
+        target_id=target_id, target="old token", summary="odd target",
+    )  # fmt: skip
+
+    row = row_of(changelist(admin_client), "odd target")
+
+    assert "old token" in row and "<a href" not in row.split("field-target_link")[1]

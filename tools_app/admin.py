@@ -194,8 +194,17 @@ def attach_targets(events) -> None:
             continue  # an id this model could never have: nothing to find
     found: dict[tuple[str, str], Model] = {}
     for name, ids in wanted.items():
-        queryset = models[name]._default_manager.filter(pk__in=ids)
-        for obj in TARGET_QUERIES.get(name, lambda qs: qs)(queryset):
+        queryset = TARGET_QUERIES.get(name, lambda qs: qs)(
+            models[name]._default_manager.filter(pk__in=ids)
+        )
+        try:
+            # A savepoint: an id out of the column's range (PostgreSQL refuses it) must
+            # leave the page and any surrounding transaction usable.
+            with transaction.atomic(using=queryset.db):
+                rows = list(queryset)
+        except (DataError, OverflowError):
+            continue
+        for obj in rows:
             found[(name, str(obj.pk))] = obj
     for event in events:
         event.target_object = found.get((event.target_type, event.target_id))

@@ -307,7 +307,7 @@ def tool_versions(request: HttpRequest, name: str) -> HttpResponse:
         version.run_url = _run_url(tool, version.number)
     numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
     context = {
-        **tool_header(request, tool, _latest(tool), "tool_versions"),
+        **tool_header(tool, _latest(tool), "tool_versions"),
         "page": page,
         "numbers": numbers,
         "diff_a": numbers[1] if len(numbers) > 1 else tool.latest_number,

@@ -114,7 +114,7 @@ def tool_tabs(tool: Tool, current: str, version_number: int | None = None) -> li
     ]
 
 
-def tool_header(request: HttpRequest, tool: Tool, version: ToolVersion, tab: str) -> dict:
+def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
     """What every tab shows above its content: the tool's name, state and actions, for
     `version` (the one on screen), and the tabs."""
     manifest, body = _manifest_and_body(version)
@@ -141,7 +141,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     """The Overview tab: the rendered documentation (the source has its own tab)."""
     tool = get_tool_or_404(name)
     version = _viewed_version(request, tool)
-    context = tool_header(request, tool, version, "tool")
+    context = tool_header(tool, version, "tool")
     # The two latest versions, enough to tell whether a seed import replaced an edit.
     latest_two = list(tool.versions.only("tool_id", "number", "source").order_by("-number")[:2])
     context |= {
@@ -161,7 +161,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
 def tool_inputs(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
     version = _viewed_version(request, tool)
-    context = tool_header(request, tool, version, "tool_inputs")
+    context = tool_header(tool, version, "tool_inputs")
     # Defaults shown as JSON (true, "text"), the way agents send them.
     context["inputs"] = [
         (spec, json.dumps(spec.default, ensure_ascii=False) if spec.has_default else None)
@@ -175,7 +175,7 @@ def tool_inputs(request: HttpRequest, name: str) -> HttpResponse:
 def tool_source(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
     version = _viewed_version(request, tool)
-    context = tool_header(request, tool, version, "tool_source")
+    context = tool_header(tool, version, "tool_source")
     files = _source_files(version)
     context |= {
         "entry_file": next((f for f in files if f.is_entry), None),
@@ -191,7 +191,7 @@ def tool_registry(request: HttpRequest, name: str) -> HttpResponse:
     from GET /api/v1/registry?format=... once it is published."""
     tool = get_tool_or_404(name)
     version = _viewed_version(request, tool)
-    context = tool_header(request, tool, version, "tool_registry")
+    context = tool_header(tool, version, "tool_registry")
     fmt = request.GET.get("format") or "native"
     base = reverse("tool_registry", args=[tool.name]) + "?"
     if version.number != tool.latest_number:
