@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -422,19 +423,24 @@ def test_audit_targets_that_are_gone_are_named_without_a_link(admin_client, one_
     assert f"Run · {run_id[:8]}" in row and f"/runs/{run_id}/" not in row
 
 
-def test_audit_targets_are_looked_up_once_per_model(
-    admin_client, one_of_everything, django_assert_max_num_queries
-):
+def test_audit_targets_are_looked_up_once_per_model(admin_client, one_of_everything):
     tool = one_of_everything["tool"]
-    for n in range(30):
-        run = Run.objects.create(tool=tool, version=tool.published_version, via="api")
-        record(Actor.system(), "run.cancel", run, f"run {n}")
+
+    def cancel_runs(count: int) -> None:
+        for n in range(count):
+            run = Run.objects.create(tool=tool, version=tool.published_version, via="api")
+            record(Actor.system(), "run.cancel", run, f"run {n}")
+
+    cancel_runs(1)
     changelist(admin_client)  # warm up
-    # Session, user, count, events, one query per target model (run, tool), the console
-    # banner and nav dot, the date hierarchy and the filters: never one per row.
-    with django_assert_max_num_queries(15):
+    with CaptureQueriesContext(connection) as one:
+        changelist(admin_client)
+    cancel_runs(29)
+    with CaptureQueriesContext(connection) as many:
         page = changelist(admin_client)
+
     assert page.count("Run of alpha · ") == 30
+    assert len(many) == len(one)  # never one query per row
 
 
 def test_audit_times_are_24_hour(admin_client, db, superuser):
@@ -467,7 +473,7 @@ def test_long_audit_summaries_are_shortened_with_the_whole_text_in_a_tooltip(adm
     assert '<link href="/static/css/admin-audit.css"' in page
 
 
-@pytest.mark.parametrize("target_id", ["99999999999999999999", "abc", "\x00", ""])
+@pytest.mark.parametrize("target_id", ["99999999999999999999", "abc", "-1", ""])
 def test_audit_targets_that_can_not_exist_are_shown_as_recorded(admin_client, db, target_id):
     AuditEvent.objects.create(
         actor_kind="system", actor="system", action="token.revoke", target_type="agenttoken",
