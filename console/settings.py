@@ -136,13 +136,15 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "tools"
+LOGIN_REDIRECT_URL = "index"  # the home page: first steps and status
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# ISO dates and 24-hour times wherever no explicit format is given (Django admin too).
+FORMAT_MODULE_PATH = ["console.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = STATE_DIR / "static"

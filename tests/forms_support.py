@@ -169,3 +169,18 @@ def submit(
             data[pressed["name"]] = pressed.get("value", "")
         target = pressed.get("formaction") or target
     return client.post(target, data, **post_kwargs)
+
+
+def link(html: str, text: str) -> str:
+    """The href of the one link whose text is `text` (tags inside it ignored), unescaped:
+    a destructive action is a link to its confirm page, whose form then acts."""
+    import html as html_module
+    import re
+
+    found = [
+        html_module.unescape(href)
+        for href, inner in re.findall(r'<a\b[^>]*\bhref="([^"]*)"[^>]*>(.*?)</a>', html, re.S)
+        if " ".join(re.sub(r"<[^>]+>", "", inner).split()) == text
+    ]
+    assert len(found) == 1, f"{len(found)} links say {text!r}"
+    return found[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
@@ -11,6 +12,7 @@ from django.contrib import admin
 from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -372,3 +374,112 @@ def test_viewers_cannot_use_admin(viewer_client, db):
     response = viewer_client.get("/admin/tools_app/auditevent/")
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+
+
+# --- The audit log's list: readable targets with links, 24-hour times, compact columns ---
+
+
+def changelist(admin_client, params: dict | None = None) -> str:
+    response = admin_client.get(admin_url(AuditEvent, "changelist"), params or {})
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def row_of(page: str, text: str) -> str:
+    rows = re.findall(r"<tr><th class=\"field-when\">(.*?)</tr>", page, re.S)
+    [row] = [r for r in rows if text in r]
+    return row
+
+
+def test_audit_targets_read_as_names_and_link_to_their_objects(admin_client, one_of_everything):
+    run, token = one_of_everything["run"], one_of_everything["token"]
+    tool = one_of_everything["tool"]
+    actor = Actor.system()
+    record(actor, "run.cancel", run, "cancelled a run of alpha")
+    record(actor, "token.revoke", token, "bot revoked")
+    record(actor, "tool.publish", tool, "alpha published again")
+    integration = Integration.objects.get(slug="github")
+    record(actor, "integration.update", integration, "github saved")
+
+    page = changelist(admin_client)
+
+    short = str(run.pk)[:8]
+    assert f'<a href="/runs/{run.pk}/">Run of alpha · {short}</a>' in row_of(page, "cancelled a")
+    assert f"{run.tool_id} {run.pk}" not in page  # never the raw "2 ef8da48f-…" form
+    token_url = admin_url(AgentToken, "change", token.pk)
+    assert f'<a href="{token_url}">bot (' in row_of(page, "bot revoked")
+    assert '<a href="/tools/alpha/">alpha</a>' in row_of(page, "alpha published again")
+    assert '<a href="/integrations/github/">github</a>' in row_of(page, "github saved")
+
+
+def test_audit_targets_that_are_gone_are_named_without_a_link(admin_client, one_of_everything):
+    run = one_of_everything["run"]
+    record(Actor.system(), "run.cancel", run, "cancelled it")
+    run_id = str(run.pk)
+    Run.objects.filter(pk=run.pk).delete()
+
+    row = row_of(changelist(admin_client), "cancelled it")
+
+    assert f"Run · {run_id[:8]}" in row and f"/runs/{run_id}/" not in row
+
+
+def test_audit_targets_are_looked_up_once_per_model(admin_client, one_of_everything):
+    tool = one_of_everything["tool"]
+
+    def cancel_runs(count: int) -> None:
+        for n in range(count):
+            run = Run.objects.create(tool=tool, version=tool.published_version, via="api")
+            record(Actor.system(), "run.cancel", run, f"run {n}")
+
+    cancel_runs(1)
+    changelist(admin_client)  # warm up
+    with CaptureQueriesContext(connection) as one:
+        changelist(admin_client)
+    cancel_runs(29)
+    with CaptureQueriesContext(connection) as many:
+        page = changelist(admin_client)
+
+    assert page.count("Run of alpha · ") == 30
+    assert len(many) == len(one)  # never one query per row
+
+
+def test_audit_times_are_24_hour(admin_client, db, superuser):
+    event = record(Actor(user=superuser), "tool.publish", summary="late")
+    afternoon = dt.datetime(2026, 11, 30, 17, 9, 3, tzinfo=dt.UTC)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE tools_app_auditevent SET created_at = %s WHERE id = %s", [afternoon, event.pk]
+        )
+
+    page = changelist(admin_client)
+    row = row_of(page, "late")
+    assert '<time datetime="2026-11-30T17:09:03+00:00">2026-11-30 17:09:03</time>' in row
+    assert "p.m." not in page and "a.m." not in page
+    detail = admin_client.get(admin_url(AuditEvent, "change", event.pk)).content.decode()
+    assert "2026-11-30 17:09" in detail and "p.m." not in detail
+
+
+def test_long_audit_summaries_are_shortened_with_the_whole_text_in_a_tooltip(admin_client, db):
+    long = "changed " + "very " * 60 + "much <b>"
+    record(Actor.system(), "admin.change", summary=long)
+    record(Actor.system(), "admin.change", summary="short one")
+
+    page = changelist(admin_client)
+
+    escaped = long.replace("<", "&lt;").replace(">", "&gt;")
+    assert f'<span title="{escaped}">' in page
+    assert escaped not in page.replace(f'title="{escaped}"', "")  # only in the tooltip
+    assert "short one</td>" in page
+    assert '<link href="/static/css/admin-audit.css"' in page
+
+
+@pytest.mark.parametrize("target_id", ["99999999999999999999", "abc", "-1", ""])
+def test_audit_targets_that_can_not_exist_are_shown_as_recorded(admin_client, db, target_id):
+    AuditEvent.objects.create(
+        actor_kind="system", actor="system", action="token.revoke", target_type="agenttoken",
+        target_id=target_id, target="old token", summary="odd target",
+    )  # fmt: skip
+
+    row = row_of(changelist(admin_client), "odd target")
+
+    assert "old token" in row and "<a href" not in row.split("field-target_link")[1]

@@ -47,8 +47,10 @@ def test_the_main_pages_run_under_the_policy(admin_context, make_tool, console_a
     visit(page, "/tools/")
     expect(page.locator("a[href='/tools/greet/']").first).to_be_visible()
 
-    # The copy button's script runs (the status says what happened to the copy).
+    # The copy button's script runs (the status says what happened to the copy); the
+    # registry entry is on the tool page's Registry tab.
     visit(page, "/tools/greet/")
+    visit(page, "/tools/greet/registry/")
     page.click("button[data-copy]")
     expect(page.locator(".copy-status")).to_contain_text("Cop")
 

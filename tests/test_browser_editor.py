@@ -130,9 +130,11 @@ def test_edit_validate_save_diff_roll_back_publish(admin_page, live_server, tran
     expect(changed.nth(1).locator("td.code.new")).to_contain_text("A broken idea.")
     page.screenshot(path=str(ARTIFACTS / "editor-3-diff.png"), full_page=True)
 
-    # Roll back to version 2: a new version 4 with its content.
+    # Roll back to version 2, through its confirm page: a new version 4 with its content.
     page.goto("/tools/demo/versions/")
-    page.locator("tr#v2").get_by_role("button", name="roll back to v2").click()
+    page.locator("tr#v2").get_by_role("link", name="roll back to v2").click()
+    expect(page.locator("h1")).to_have_text("Roll demo back to version 2?")
+    page.get_by_role("button", name="Roll back").click()
     expect(page.locator(".messages")).to_contain_text("version 4 has the content of version 2")
     assert tool.versions.get(number=4).manifest["description"] == "Good description."
 

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from tests.forms_support import find_form, submit
+from tests.forms_support import find_form, link, submit
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 
 SECRET = "sk-page-test-5f1c2a9e"
@@ -70,8 +70,11 @@ PAGES = [
     ),
     ("integration_test", {"slug": "searxng"}, "post", {"field_url": "PROVIDER"}, "admin", 200),
     ("integration_test_new", {"type_slug": "email_db"}, "post", {}, "admin", 200),
+    ("integration_disable", {"slug": "searxng"}, "get", None, "admin", 200),
     ("integration_disable", {"slug": "searxng"}, "post", {}, "admin", 302),
+    ("integration_enable", {"slug": "searxng"}, "get", None, "admin", 200),
     ("integration_enable", {"slug": "searxng"}, "post", {}, "admin", 302),
+    ("integration_test_runs", {"slug": "searxng"}, "get", None, "admin", 200),
     ("integration_delete", {"slug": "searxng"}, "get", None, "admin", 200),
     ("integration_delete", {"slug": "searxng"}, "post", {"confirm": "on"}, "admin", 302),
 ]
@@ -116,9 +119,10 @@ def test_it_enforces_roles_on_every_url(
     assert SECRET not in body
 
 
-@pytest.mark.parametrize("name", ["integration_test", "integration_disable", "integration_enable"])
-def test_it_refuses_get_on_post_only_urls(searxng, console_admin_client, name):
-    assert console_admin_client.get(reverse(name, args=["searxng"])).status_code == 405
+def test_it_refuses_get_on_post_only_urls(searxng, console_admin_client):
+    assert (
+        console_admin_client.get(reverse("integration_test", args=["searxng"])).status_code == 405
+    )
 
 
 def test_it_shows_viewers_names_types_fields_set_and_tools_never_values(searxng, viewer_client):
@@ -239,7 +243,8 @@ def test_it_refuses_a_bad_custom_field_list(console_admin_client):
 
 def test_it_disables_and_enables(searxng, console_admin_client):
     page = reverse("integration", args=["searxng"])
-    response = submit(console_admin_client, page, button="Disable")
+    confirm = link(console_admin_client.get(page).content.decode(), "Disable…")
+    response = submit(console_admin_client, confirm, button="Disable")
     assert response.status_code == 302
     searxng.refresh_from_db()
     assert not searxng.enabled and searxng.revision == 2
@@ -257,6 +262,44 @@ def test_it_disables_and_enables(searxng, console_admin_client):
         .order_by("id")
         .values_list("action", flat=True)
     ) == ["integration.create", "integration.disable", "integration.enable"]
+
+
+@pytest.mark.parametrize(
+    ("link_text", "question", "button", "enabled_before", "allow_before"),
+    [
+        ("Disable…", "Disable integration searxng?", "Disable", True, False),
+        ("Enable…", "Enable integration searxng?", "Enable", False, False),
+        ("Allow test runs…", "Allow test runs with searxng?", "Allow test runs", True, False),
+        ("Stop allowing test runs…", "Stop test runs with searxng?", "Stop allowing test runs",
+         True, True),
+    ],
+)  # fmt: skip
+def test_it_asks_before_switching_an_integration(
+    searxng, console_admin_client, link_text, question, button, enabled_before, allow_before
+):  # fmt: skip
+    Integration.objects.filter(slug="searxng").update(
+        enabled=enabled_before, allow_test_runs=allow_before
+    )
+    detail = console_admin_client.get(reverse("integration", args=["searxng"])).content.decode()
+    assert '<form method="post" action="/integrations/searxng/' not in detail
+    confirm = link(detail, link_text)
+
+    page = console_admin_client.get(confirm)
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert question in text and 'href="/integrations/searxng/">Cancel</a>' in text
+    before = AuditEvent.objects.count()
+    searxng.refresh_from_db()
+    assert (searxng.enabled, searxng.allow_test_runs) == (enabled_before, allow_before)
+
+    response = submit(console_admin_client, confirm, button=button)
+
+    assert response.status_code == 302
+    assert response["Location"] == "/integrations/searxng/"
+    searxng.refresh_from_db()
+    assert (searxng.enabled, searxng.allow_test_runs) != (enabled_before, allow_before)
+    assert AuditEvent.objects.count() == before + 1
 
 
 def test_it_refuses_deleting_an_integration_published_tools_declare(

@@ -39,7 +39,12 @@ def _registry(client, token: str, etag: str | None = None):
     return client.get("/api/v1/registry", **headers)
 
 
-CONFIRM = {"Publish v2": "Publish", "Unpublish": "Unpublish", "Disable": "Disable"}
+CONFIRM = {
+    "Publish v2": "Publish",
+    "Unpublish": "Unpublish",
+    "Disable": "Disable",
+    "Enable": "Enable",
+}
 
 
 def _link(page: str, text: str) -> str:
@@ -126,8 +131,16 @@ def test_anonymous_users_are_sent_to_log_in(client, alpha, method, url):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-def test_enabling_needs_a_post(console_admin_client, alpha):
-    assert console_admin_client.get("/tools/alpha/enable/").status_code == 405
+def test_enabling_asks_first(console_admin_client, alpha):
+    press(console_admin_client, "Disable")
+
+    page = console_admin_client.get("/tools/alpha/enable/?next=/tools/alpha/")
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "Enable alpha?" in text and "Agents get version 1 again" in text
+    assert 'class="primary">Enable</button>' in text
+    assert not Tool.objects.get(name="alpha").enabled  # the GET changed nothing
 
 
 @pytest.mark.parametrize(
@@ -155,6 +168,10 @@ def test_it_never_acts_on_one_click_from_the_tool_page(console_admin_client, alp
     page = console_admin_client.get("/tools/alpha/").content.decode()
     for path in ("/tools/alpha/publish/", "/tools/alpha/unpublish/", "/tools/alpha/disable/"):
         assert f'<form method="post" action="{path}' not in page
+    Tool.objects.filter(name="alpha").update(enabled=False)
+    page = console_admin_client.get("/tools/alpha/").content.decode()
+    assert 'href="/tools/alpha/enable/?next=' in page
+    assert "<form" not in page.split('class="tool-actions"')[1].split("</div>")[0]
 
 
 def test_the_confirm_page_never_sends_elsewhere(console_admin_client, alpha):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import tool_files
-from tests.forms_support import find_form, submit
+from tests.forms_support import find_form, link, submit
 from tools_app import toolmd
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Tool, ToolVersion
@@ -55,12 +55,23 @@ def test_a_stale_base_is_a_conflict(three_versions):
     assert ToolVersion.objects.count() == 3
 
 
-def test_the_rollback_button(developer_client, three_versions):
-    response = submit(
-        developer_client, "/tools/alpha/versions/", button="roll back to v2", follow=True
+def test_the_rollback_link_asks_first_and_the_confirm_page_rolls_back(
+    developer_client, three_versions
+):
+    confirm = link(
+        developer_client.get("/tools/alpha/versions/").content.decode(), "roll back to v2"
     )
+    assert confirm.startswith("/tools/alpha/rollback/2/?base=3")
+
+    page = developer_client.get(confirm)
+    assert page.status_code == 200
+    assert "Roll alpha back to version 2?" in page.content.decode()
+    assert ToolVersion.objects.count() == 3  # the GET changed nothing
+
+    response = submit(developer_client, confirm, button="Roll back", follow=True)
 
     assert response.status_code == 200
+    assert response.redirect_chain[-1][0] == "/tools/alpha/versions/"
     assert "version 4 has the content of version 2" in response.content.decode()
     latest = ToolVersion.objects.get(number=4)
     assert latest.manifest["description"] == "Two."
@@ -69,18 +80,24 @@ def test_the_rollback_button(developer_client, three_versions):
 
 
 def test_the_rollback_button_refuses_when_someone_saved_meanwhile(developer_client, three_versions):
-    page = developer_client.get("/tools/alpha/versions/").content.decode()
-    form = find_form(page, button="roll back to v1")
+    confirm = link(
+        developer_client.get("/tools/alpha/versions/").content.decode(), "roll back to v1"
+    )
+    form = find_form(developer_client.get(confirm).content.decode(), button="Roll back")
     save_version("alpha", tool_files("alpha", description="Four."), actor=SYSTEM)
 
-    response = developer_client.post(form.attrs["action"], form.data(), follow=True)
+    response = developer_client.post(confirm, form.data(), follow=True)
 
     assert "Not rolled back: version 4 was saved meanwhile" in response.content.decode()
     assert ToolVersion.objects.count() == 4
 
 
-def test_rollback_needs_a_developer_and_a_post(viewer_client, developer_client, three_versions):
+def test_rollback_needs_a_developer_and_acts_only_on_post(
+    viewer_client, developer_client, three_versions
+):
     assert viewer_client.post("/tools/alpha/rollback/1/", {"base": "3"}).status_code == 403
-    assert developer_client.get("/tools/alpha/rollback/1/").status_code == 405
+    assert viewer_client.get("/tools/alpha/rollback/1/").status_code == 403
+    assert developer_client.get("/tools/alpha/rollback/1/?base=abc").status_code == 200
     assert developer_client.post("/tools/alpha/rollback/9/", {"base": "3"}).status_code == 404
+    assert developer_client.get("/tools/alpha/rollback/9/").status_code == 404
     assert ToolVersion.objects.count() == 3

@@ -48,7 +48,7 @@ def test_copy_button_copies_the_registry_json(page, transactional_db, make_tool)
     make_tool("alpha", inputs={"url": {"type": "string", "description": "The URL."}})
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
 
-    page.goto("/tools/alpha/")
+    page.goto("/tools/alpha/registry/")  # the registry entry has its own tab now
     page.get_by_role("button", name="Copy JSON").click()
 
     page.get_by_text("Copied.").wait_for()

@@ -90,12 +90,6 @@ def test_it_lists_tools_with_their_status(viewer_client, make_tool):
     assert "3 tools" in html
 
 
-def test_it_redirects_the_index_to_the_list(viewer_client):
-    response = viewer_client.get("/")
-    assert response.status_code == 302
-    assert response["Location"] == URL
-
-
 def test_it_searches_names_and_descriptions(viewer_client, make_tool):
     make_tool("web_fetch", description="Reads one page.")
     make_tool("web_search", description="Finds pages.")

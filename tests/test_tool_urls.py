@@ -81,7 +81,10 @@ def tool_page(client, name: str) -> str:
 
 def assert_tool_pages(client, name: str) -> None:
     html = tool_page(client, name)
-    assert f"The {name} tool." in html and 'id="registry-json"' in html
+    assert f"The {name} tool." in html
+    for tab in ("inputs", "source", "registry"):  # the tool page's tabs
+        assert client.get(f"/tools/{name}/{tab}/").status_code == 200
+    assert 'id="registry-json"' in client.get(f"/tools/{name}/registry/").content.decode()
     assert client.get(f"/tools/{name}/edit/").status_code == 200
     assert client.get(f"/tools/{name}/versions/").status_code == 200
     assert f"Run {name}" in client.get(f"/tools/{name}/run/").content.decode()

@@ -1,10 +1,21 @@
 from django.urls import path
 
-from tools_app.views import docs, editor, integrations, openapi, runs, system, tokens, tools
+from tools_app.views import (
+    docs,
+    editor,
+    home,
+    integrations,
+    openapi,
+    runs,
+    system,
+    tokens,
+    tools,
+)
 
 urlpatterns = [
+    # Home (tools_app/views/home.py)
+    path("", home.home, name="index"),
     # Tools: browse (tools_app/views/tools.py)
-    path("", tools.index, name="index"),
     path("tools/", tools.tool_list, name="tools"),
     path("tools/highlight.css", tools.highlight_css, name="highlight_css"),
     # Editing (tools_app/views/editor.py). Pages about the tool collection live under
@@ -27,7 +38,11 @@ urlpatterns = [
     path("tools/<str:name>/unpublish/", editor.tool_unpublish, name="tool_unpublish"),
     path("tools/<str:name>/disable/", editor.tool_disable, name="tool_disable"),
     path("tools/<str:name>/enable/", editor.tool_enable, name="tool_enable"),
+    # A tool's page, one URL per tab (Versions is tool_versions above).
     path("tools/<str:name>/", tools.tool_detail, name="tool"),
+    path("tools/<str:name>/inputs/", tools.tool_inputs, name="tool_inputs"),
+    path("tools/<str:name>/source/", tools.tool_source, name="tool_source"),
+    path("tools/<str:name>/registry/", tools.tool_registry, name="tool_registry"),
     # Documentation (tools_app/views/docs.py, docs/*.md)
     path("docs/", docs.docs_index, name="docs"),
     path("docs/<slug:page>/", docs.docs_page, name="docs_page"),

@@ -40,7 +40,7 @@ from tools_app.versions import (
     set_enabled,
     unpublish,
 )
-from tools_app.views.tools import HtmxHttpRequest, get_tool_or_404
+from tools_app.views.tools import HtmxHttpRequest, get_tool_or_404, tool_header
 
 FILES_PREFIX = "files"
 VERSIONS_PER_PAGE = 50
@@ -296,6 +296,7 @@ def _text_files(files: Mapping[str, bytes]) -> list[tuple[str, str | None]]:
 @require_safe
 @role_required(VIEWER)
 def tool_versions(request: HttpRequest, name: str) -> HttpResponse:
+    """The tool page's Versions tab: every version, with diff, roll back and publish."""
     tool = get_tool_or_404(name)
     versions = tool.versions.select_related("author").defer("files", "toolmd", "manifest")
     page = Paginator(versions.order_by("-number"), VERSIONS_PER_PAGE).get_page(
@@ -306,7 +307,7 @@ def tool_versions(request: HttpRequest, name: str) -> HttpResponse:
         version.run_url = _run_url(tool, version.number)
     numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
     context = {
-        "tool": tool,
+        **tool_header(tool, _latest(tool), "tool_versions"),
         "page": page,
         "numbers": numbers,
         "diff_a": numbers[1] if len(numbers) > 1 else tool.latest_number,
@@ -348,13 +349,24 @@ def tool_diff(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "editor/diff.html", context)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(DEVELOPER)
 def tool_rollback(request: HttpRequest, name: str, number: int) -> HttpResponse:
     tool = get_tool_or_404(name)
     target = _version_or_404(tool, number)
-    form = BaseVersionForm(request.POST)
+    form = BaseVersionForm(request.POST if request.method == "POST" else request.GET)
     base = form.cleaned_data["base"] if form.is_valid() else None
+    if request.method == "GET":
+        # The confirm page carries the latest version the person saw, so a save made
+        # meanwhile is still a conflict when they confirm.
+        return _confirm(
+            request, tool, question=f"Roll {tool.name} back to version {number}?",
+            button="Roll back",
+            detail=f"Version {tool.latest_number + 1} is created with the content of version "
+            f"{number}, as a draft: what agents get does not change until it is published.",
+            hidden={"base": base} if base is not None else {},
+            default_next=reverse("tool_versions", args=[tool.name]),
+        )  # fmt: skip
     try:
         saved = rollback(tool, target.number, actor=Actor.from_request(request), base=base)
     except VersionConflict as exc:
@@ -400,19 +412,24 @@ def tool_download(request: HttpRequest, name: str, number: int) -> HttpResponse:
 
 
 # A GET shows a confirm page (it works without JavaScript); only the POST from that page, or
-# from any client that means it, acts. Enabling is neither destructive nor publishing: no page.
+# from any client that means it, acts. Roll back (above) works the same way.
 
 
 def _confirm(
     request: HttpRequest, tool: Tool, *, question: str, button: str, danger: bool = False,
-    detail: str = "",
+    detail: str = "", hidden: Mapping[str, object] | None = None, default_next: str = "",
 ) -> HttpResponse:  # fmt: skip
-    back = _safe_next(request.GET.get("next"), request) or reverse("tool", args=[tool.name])
+    back = (
+        _safe_next(request.GET.get("next"), request)
+        or default_next
+        or reverse("tool", args=[tool.name])
+    )
     context = {
         "tool": tool, "question": question, "button": button, "danger": danger,
-        "detail": detail, "next": back,
+        "detail": detail, "next": back, "hidden": sorted((hidden or {}).items()),
+        "crumbs": [("Tools", reverse("tools")), (tool.name, reverse("tool", args=[tool.name]))],
     }  # fmt: skip
-    return render(request, "editor/confirm.html", context)
+    return render(request, "confirm.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -473,10 +490,20 @@ def tool_disable(request: HttpRequest, name: str) -> HttpResponse:
     return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def tool_enable(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
+    if request.method == "GET":
+        serves = (
+            f"Agents get version {tool.published_version.number} again"
+            if tool.published_version
+            else "It is not published: agents get nothing until a version is"
+        )
+        return _confirm(
+            request, tool, question=f"Enable {tool.name}?", button="Enable",
+            detail=f"{serves}; it is written back to DATA_PATH/tools.",
+        )  # fmt: skip
     set_enabled(tool, True, actor=Actor.from_request(request))
     messages.success(request, f"Enabled {tool.name}.")
     return _redirect_back(request, reverse("tool_versions", args=[tool.name]))

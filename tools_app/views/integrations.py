@@ -249,10 +249,36 @@ def integration_test_new(request: HtmxHttpRequest, type_slug: str) -> HttpRespon
     return _run_test(request, _type_or_404(type_slug), None)
 
 
-@require_POST
+# Enable, disable and the test-runs switch change what runs receive: a GET shows a confirm
+# page (it works without JavaScript), only a POST acts.
+
+
+def _confirm(
+    request: HtmxHttpRequest, integration: Integration, *, question: str, detail: str,
+    button: str, danger: bool = False, hidden: dict[str, str] | None = None,
+) -> HttpResponse:  # fmt: skip
+    back = reverse("integration", args=[integration.slug])
+    context = {
+        "question": question, "detail": detail, "button": button, "danger": danger,
+        "next": back, "hidden": sorted((hidden or {}).items()),
+        "crumbs": [("Integrations", reverse("integrations")), (integration.slug, back)],
+    }  # fmt: skip
+    return render(request, "confirm.html", context)
+
+
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def integration_disable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     integration = get_object_or_404(Integration, slug=slug)
+    if request.method == "GET":
+        users = [t.name for t in domain.published_tools_using(slug)]
+        detail = "Runs stop receiving its values until it is enabled again; nothing is deleted."
+        if users:
+            detail += f" Published tools that declare it fail: {', '.join(users)}."
+        return _confirm(
+            request, integration, question=f"Disable integration {slug}?", detail=detail,
+            button="Disable", danger=True,
+        )  # fmt: skip
     domain.set_enabled(integration, False, actor=Actor.from_request(request))
     messages.success(
         request, f"Integration {slug} disabled: tools that need it fail until enabled."
@@ -260,21 +286,41 @@ def integration_disable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return _back(request, slug)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def integration_enable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     integration = get_object_or_404(Integration, slug=slug)
+    if request.method == "GET":
+        return _confirm(
+            request, integration, question=f"Enable integration {slug}?",
+            detail="Runs of tools that declare it receive its values again.", button="Enable",
+        )  # fmt: skip
     domain.set_enabled(integration, True, actor=Actor.from_request(request))
     messages.success(request, f"Integration {slug} enabled.")
     return _back(request, slug)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def integration_test_runs(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Switch "allow test runs": whether runs of draft versions started by developers
     receive this integration's values (tools_app/integrations/policy.py)."""
     integration = get_object_or_404(Integration, slug=slug)
+    if request.method == "GET":
+        form = TestRunsForm(request.GET)
+        allow = form.is_valid() and form.cleaned_data["allow"]
+        if allow:
+            return _confirm(
+                request, integration, question=f"Allow test runs with {slug}?",
+                detail="Runs of draft versions, started by developers, receive its values "
+                "(secrets included): code nobody has published yet can use them.",
+                button="Allow test runs", danger=True, hidden={"allow": "on"},
+            )  # fmt: skip
+        return _confirm(
+            request, integration, question=f"Stop test runs with {slug}?",
+            detail="Runs of draft versions receive its values only when an admin starts them.",
+            button="Stop allowing test runs",
+        )  # fmt: skip
     form = TestRunsForm(request.POST)
     if not form.is_valid():  # a BooleanField(required=False) takes any value: unreachable
         messages.error(request, "The switch could not be read; nothing changed.")

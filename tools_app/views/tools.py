@@ -6,10 +6,10 @@ import json
 import re
 from dataclasses import dataclass
 
-from django.contrib.auth.decorators import login_required
 from django.db.models import F
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
@@ -27,11 +27,6 @@ HIGHLIGHT_BUDGET = 300_000
 RESULTS_TARGET = "tool-results"
 # Versions are numbered from 1 and stored in a 32-bit column: more digits is never one.
 VERSION_PARAM_RE = re.compile(r"[0-9]{1,10}")
-
-
-@login_required
-def index(request: HttpRequest) -> HttpResponse:
-    return redirect("tools")
 
 
 @require_safe
@@ -78,58 +73,143 @@ class SourceFile:
     is_entry: bool
 
 
-@require_safe
-@role_required(VIEWER)
-def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
-    tool = get_tool_or_404(name)
-    # The history table needs no content: leave the large columns in the database.
-    versions = list(
-        tool.versions.select_related("author")
-        .only(
-            "tool_id",
-            "number",
-            "source",
-            "note",
-            "sha256",
-            "created_at",
-            "published_at",
-            "author__username",
+@dataclass(frozen=True)
+class Tab:
+    label: str
+    url: str
+    current: bool
+
+
+# The tool page's tabs, in order: (label, URL name). Each is a page of its own, so it can
+# be linked and works without JavaScript; a version other than the latest stays selected
+# across them (?version=N) except on Versions, which lists them all.
+TABS = (
+    ("Overview", "tool"),
+    ("Inputs", "tool_inputs"),
+    ("Source", "tool_source"),
+    ("Versions", "tool_versions"),
+    ("Registry", "tool_registry"),
+)
+# The registry formats the switcher offers, with their labels (tools_app.schema.FORMATS).
+REGISTRY_FORMATS = {
+    "native": "Native",
+    "openai": "OpenAI",
+    "openai-responses": "OpenAI Responses",
+    "anthropic": "Anthropic",
+    "mcp": "MCP",
+}
+
+
+def tool_tabs(tool: Tool, current: str, version_number: int | None = None) -> list[Tab]:
+    query = ""
+    if version_number is not None and version_number != tool.latest_number:
+        query = f"?version={version_number}"
+    return [
+        Tab(
+            label,
+            reverse(url_name, args=[tool.name]) + ("" if url_name == "tool_versions" else query),
+            url_name == current,
         )
-        .order_by("-number")
-    )
-    number = _version_number(request, default=tool.latest_number)
-    version = get_object_or_404(ToolVersion, tool=tool, number=number)
+        for label, url_name in TABS
+    ]
 
+
+def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
+    """What every tab shows above its content: the tool's name, state and actions, for
+    `version` (the one on screen), and the tabs."""
     manifest, body = _manifest_and_body(version)
-    files = _source_files(version)
-    registry_entry = schema.tool_entry(manifest, fmt="native", extra={"sha256": version.sha256})
-    for row in versions:
-        row.state = _version_state(tool, row)
-
-    context = {
+    return {
         "tool": tool,
         "usable_integrations": usable_integrations(),
         "version": version,
         "version_state": _version_state(tool, version),
         "manifest": manifest,
-        # Defaults shown as JSON (true, "text"), the way agents send them.
-        "inputs": [
-            (spec, json.dumps(spec.default, ensure_ascii=False) if spec.has_default else None)
-            for spec in manifest.inputs.values()
-        ],
-        "body_html": rendering.render_markdown(body),
-        "entry_file": next((f for f in files if f.is_entry), None),
-        "other_files": [f for f in files if not f.is_entry],
-        "versions": versions,
-        "seed_notice": _seed_replaced_console_edit(tool, versions),
-        "registry_json": json.dumps(registry_entry, indent=2, ensure_ascii=False),
+        "body": body,
+        "tabs": tool_tabs(tool, tab, version.number),
         "highlight_css_version": rendering.pygments_css_hash(),
+    }
+
+
+def _viewed_version(request: HttpRequest, tool: Tool) -> ToolVersion:
+    number = _version_number(request, default=tool.latest_number)
+    return get_object_or_404(ToolVersion, tool=tool, number=number)
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
+    """The Overview tab: the rendered documentation (the source has its own tab)."""
+    tool = get_tool_or_404(name)
+    version = _viewed_version(request, tool)
+    context = tool_header(tool, version, "tool")
+    # The two latest versions, enough to tell whether a seed import replaced an edit.
+    latest_two = list(tool.versions.only("tool_id", "number", "source").order_by("-number")[:2])
+    context |= {
+        "body_html": rendering.render_markdown(context["body"]),
+        "seed_notice": _seed_replaced_console_edit(tool, latest_two),
+        "previous_number": latest_two[1].number if len(latest_two) > 1 else None,
         # What a run of this version by the current person would receive (DESIGN.md 3).
         "access": integrations.secret_access(
-            version, manifest.integrations, user=request.user, via=RunVia.BROWSER
+            version, context["manifest"].integrations, user=request.user, via=RunVia.BROWSER
         ),
     }
-    return render(request, "tools/detail.html", context)
+    return render(request, "tools/overview.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_inputs(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    version = _viewed_version(request, tool)
+    context = tool_header(tool, version, "tool_inputs")
+    # Defaults shown as JSON (true, "text"), the way agents send them.
+    context["inputs"] = [
+        (spec, json.dumps(spec.default, ensure_ascii=False) if spec.has_default else None)
+        for spec in context["manifest"].inputs.values()
+    ]
+    return render(request, "tools/inputs.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_source(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    version = _viewed_version(request, tool)
+    context = tool_header(tool, version, "tool_source")
+    files = _source_files(version)
+    context |= {
+        "entry_file": next((f for f in files if f.is_entry), None),
+        "other_files": [f for f in files if not f.is_entry],
+    }
+    return render(request, "tools/source.html", context)
+
+
+@require_safe
+@role_required(VIEWER)
+def tool_registry(request: HttpRequest, name: str) -> HttpResponse:
+    """The version's registry entry in the format chosen (?format=), as agents get it
+    from GET /api/v1/registry?format=... once it is published."""
+    tool = get_tool_or_404(name)
+    version = _viewed_version(request, tool)
+    context = tool_header(tool, version, "tool_registry")
+    fmt = request.GET.get("format") or "native"
+    base = reverse("tool_registry", args=[tool.name]) + "?"
+    if version.number != tool.latest_number:
+        base += f"version={version.number}&"
+    context["formats"] = [
+        Tab(label, f"{base}format={key}", key == fmt) for key, label in REGISTRY_FORMATS.items()
+    ]
+    context["format"] = fmt
+    context["format_label"] = REGISTRY_FORMATS.get(fmt, "")
+    if fmt not in REGISTRY_FORMATS:
+        context["format_error"] = "Unknown format: choose one of " + ", ".join(
+            REGISTRY_FORMATS.values()
+        )
+        return render(request, "tools/registry.html", context, status=400)
+    extra = {"sha256": version.sha256}
+    entry = schema.tool_entry(context["manifest"], fmt=fmt, extra=extra)
+    context["registry_json"] = json.dumps(entry, indent=2, ensure_ascii=False)
+    return render(request, "tools/registry.html", context)
 
 
 def get_tool_or_404(name: str) -> Tool:
