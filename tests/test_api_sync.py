@@ -13,7 +13,7 @@ from conftest import tool_files
 from django.core.cache import cache
 from django.test import Client
 
-from tools_app import bundle, datapath
+from tools_app import bundle, datapath, shim
 from tools_app.audit import Actor
 from tools_app.models import Tool
 from tools_app.sync import sync_tools
@@ -35,6 +35,7 @@ def client(db) -> Client:
 def test_it_lists_every_published_enabled_tool_with_hashes(make_tool, client):
     make_tool("alpha", language="python")
     make_tool("beta", language="bash")
+    make_tool("gamma")
     make_tool("draft_only", publish=False)
     disabled = make_tool("off")
     set_enabled(disabled, False, actor=Actor.system())
@@ -42,14 +43,21 @@ def test_it_lists_every_published_enabled_tool_with_hashes(make_tool, client):
     response = client.get(MANIFEST)
     assert response.status_code == 200
     body = response.json()
-    assert body["count"] == 2
-    assert [t["name"] for t in body["tools"]] == ["alpha", "beta"]
+    assert body["count"] == 3
+    assert [t["name"] for t in body["tools"]] == ["alpha", "beta", "gamma"]
     for entry in body["tools"]:
         version = Tool.objects.get(name=entry["name"]).published_version
         assert entry["version"] == version.number
-        assert entry["sha256"] == version.sha256
         assert entry["bundle_url"] == f"/api/v1/tools/{entry['name']}/versions/1/bundle"
+        # What is mirrored: python and bash tools with the generated index.js beside.
         files = version.file_bytes()
+        if entry["name"] == "gamma":
+            assert entry["sha256"] == version.sha256
+        else:
+            assert "index.js" not in files
+            files["index.js"] = shim.render(version.manifest)
+            assert entry["sha256"] != version.sha256
+        assert entry["sha256"] == bundle.canonical_sha256(files)
         assert [f["path"] for f in entry["files"]] == sorted(files)
         for listed in entry["files"]:
             data = files[listed["path"]]
