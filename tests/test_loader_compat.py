@@ -28,6 +28,7 @@ from tools_app.runner.sandbox import node_executable
 from tools_app.sync import sync_tools
 
 REPO = Path(__file__).resolve().parents[1]
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 LOADER = REPO / "tests" / "data" / "seed_loader.mjs"
 
 
@@ -40,7 +41,7 @@ def mirrored(db) -> Path:
 def loader(tools_dir: Path, *args: str, env: dict[str, str] | None = None) -> list[dict]:
     done = subprocess.run(
         [node_executable(), "--disable-warning=ExperimentalWarning", str(LOADER), *args],
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "PI_TOOLS_DIRS": str(tools_dir), **(env or {})},
+        env={"PATH": SYSTEM_PATH, "PI_TOOLS_DIRS": str(tools_dir), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
