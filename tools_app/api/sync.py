@@ -191,3 +191,26 @@ def tool_bundle(
     response["X-Tool-SHA256"] = sha256
     response["X-Tool-Version"] = str(version.number)
     return with_validator(response, etag)
+
+
+CLIENT_PATH = FilePath(settings.BASE_DIR) / "clients" / "sync-tools.mjs"
+
+
+@router.get(
+    "/sync/client.mjs",
+    response={200: str, 304: None, **ERRORS},
+    url_name="sync_client",
+    summary="The sync client (clients/sync-tools.mjs): Node.js, no dependencies",
+)
+def sync_client(request: HttpRequest) -> HttpResponse:
+    """The repository's clients/sync-tools.mjs as it is, behind the same token and scope
+    (`sync:read`) as the manifest it reads: a host that may sync already holds one, and the
+    console does not tell anonymous callers which version it runs."""
+    data = CLIENT_PATH.read_bytes()
+    etag = make_etag("client", hashlib.sha256(data).hexdigest())
+    if none_match_hit(request, etag):
+        response = HttpResponse(status=304)
+    else:
+        response = HttpResponse(data, content_type="text/javascript; charset=utf-8")
+        response["Content-Disposition"] = 'inline; filename="sync-tools.mjs"'
+    return with_validator(response, etag)
