@@ -200,7 +200,13 @@ def call_result(result: dict | None, status: str) -> types.CallToolResult:
             content=[types.TextContent(text=f"The run ended {status} without a result.")],
             is_error=True,
         )
+    if not isinstance(result.get("structuredContent", {}), dict):
+        # An http tool without `outputs` keeps a JSON array or scalar answer as it came;
+        # MCP's structuredContent is an object, so the text block alone carries it.
+        result = {key: value for key, value in result.items() if key != "structuredContent"}
     try:
+        # An http tool's structuredContent (its `outputs`, listed as the outputSchema)
+        # passes through as the run stored it, redacted like its text.
         return types.CallToolResult.model_validate(result)
     except ValidationError:
         # A result the console stored but MCP's content types do not cover: keep it whole.
