@@ -118,6 +118,7 @@ class Tamperer:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.armed = False
+        self.seen: list[tuple[str, str | None, int]] = []  # path, If-None-Match, status
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -132,6 +133,7 @@ class Tamperer:
                         status, body, kept = answer.status, answer.read(), answer.headers
                 except urllib.error.HTTPError as error:
                     status, body, kept = error.code, error.read(), error.headers
+                outer.seen.append((self.path, self.headers.get("If-None-Match"), status))
                 if outer.armed and self.path.endswith("/bundle") and status == 200:
                     ((name, files),) = bundle.read_zip(body).items()
                     files["index.py"] = files["index.py"].replace(b"one", b"pwn")
@@ -181,6 +183,21 @@ def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(tamperer, ra
     done = sync(tamperer.url, folder, raw_token)
     assert done.returncode == 0, done.stderr
     assert "'one'" in (folder / "alpha" / "index.py").read_text()
+
+
+def test_it_asks_with_the_etag_and_stops_at_a_304(tamperer, raw_token, tmp_path):
+    folder = tmp_path / "mirror"
+    publish("alpha", PY.format("one"))
+    for _ in range(3):
+        assert sync(tamperer.url, folder, raw_token).returncode == 0
+
+    manifests = [(p, etag, status) for p, etag, status in tamperer.seen if "manifest" in p]
+    revision = state(folder)["revision"]
+    assert [status for _, _, status in manifests] == [200, 200, 304]
+    assert manifests[0][:2] == ("/api/v1/sync/manifest", None)
+    assert manifests[1][:2] == (f"/api/v1/sync/manifest?since={revision}", None)
+    assert manifests[2][:2] == (f"/api/v1/sync/manifest?since={revision}", state(folder)["etag"])
+    assert len([p for p, _, _ in tamperer.seen if p.endswith("/bundle")]) == 1
 
 
 @pytest.mark.parametrize(
