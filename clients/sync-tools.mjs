@@ -101,6 +101,16 @@ function safePath(path) {
 }
 
 export function readZip(data, folder) {
+  try {
+    return unzip(data, folder);
+  } catch (error) {
+    // A corrupted header can point anywhere: whatever breaks is the bundle's fault.
+    if (error instanceof Failure) throw error;
+    throw new Failure(EXIT.integrity, `${folder}: bad bundle: ${error.message}`);
+  }
+}
+
+function unzip(data, folder) {
   const fail = (why) => {
     throw new Failure(EXIT.integrity, `${folder}: bad bundle: ${why}`);
   };
@@ -345,17 +355,36 @@ async function main() {
     process.stderr.write(`${error.message}\n${error.code === EXIT.usage ? `\n${USAGE}\n` : ""}`);
     return error.code;
   }
+  // SIGTERM or Ctrl-C: a pass in progress finishes (no half-swapped tool is left behind),
+  // a wait between passes ends at once.
+  let stopping = false;
+  let wake = () => {};
+  const stop = () => {
+    stopping = true;
+    wake();
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
   while (true) {
+    let code = EXIT.ok;
     try {
       const result = await syncOnce(options);
       if (!result.unchanged) log(`in sync (${result.changed} written, ${result.removed} removed)`);
-      if (!options.watch) return EXIT.ok;
     } catch (error) {
       if (!(error instanceof Failure)) throw error;
       log(error.message);
-      if (!options.watch) return error.code;
+      code = error.code;
     }
-    await new Promise((r) => setTimeout(r, options.watch * 1000));
+    if (!options.watch) return code;
+    if (stopping) return EXIT.ok;
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, options.watch * 1000);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    if (stopping) return EXIT.ok;
   }
 }
 

@@ -4,6 +4,7 @@ A local proxy in front of the console stands in for a network that tampers with 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -117,7 +119,7 @@ class Tamperer:
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
-        self.armed = False
+        self.armed: str | bool = False
         self.seen: list[tuple[str, str | None, int]] = []  # path, If-None-Match, status
         outer = self
 
@@ -135,9 +137,7 @@ class Tamperer:
                     status, body, kept = error.code, error.read(), error.headers
                 outer.seen.append((self.path, self.headers.get("If-None-Match"), status))
                 if outer.armed and self.path.endswith("/bundle") and status == 200:
-                    ((name, files),) = bundle.read_zip(body).items()
-                    files["index.py"] = files["index.py"].replace(b"one", b"pwn")
-                    body = bundle.zip_bytes(name, files)
+                    body = outer.tamper(body)
                 self.send_response(status)
                 for key in ("Content-Type", "ETag", "Content-Encoding"):
                     if kept.get(key):
@@ -148,6 +148,26 @@ class Tamperer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def tamper(self, body: bytes) -> bytes:
+        if self.armed == "content":  # a valid zip whose index.py says something else
+            ((name, files),) = bundle.read_zip(body).items()
+            files["index.py"] = files["index.py"].replace(b"one", b"pwn")
+            return bundle.zip_bytes(name, files)
+        # One bit flipped where it matters (a flip in a field nobody reads changes nothing).
+        archive = zipfile.ZipFile(io.BytesIO(body))
+        first = next(i for i in archive.infolist() if not i.is_dir())
+        end = body.rindex(b"PK\x05\x06")
+        central = int.from_bytes(body[end + 16 : end + 20], "little")
+        where = {
+            "data": first.header_offset + 30 + len(first.filename) + 2,
+            # the first file's central entry: its pointer to its local header
+            "entry": body.index(first.filename.encode(), central) - 46 + 42,
+            "directory": end + 16,  # where the central directory starts
+        }[self.armed]
+        flipped = bytearray(body)
+        flipped[where] ^= 0x04
+        return bytes(flipped)
 
 
 @pytest.fixture
@@ -162,7 +182,12 @@ def tamperer(live_server) -> Iterator[Tamperer]:
         proxy.server.server_close()
 
 
-def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(tamperer, raw_token, tmp_path):
+# A changed file in a valid zip, and a bit flipped in compressed data, in the central
+# directory's pointer to a local header, and in the end record's pointer to the directory.
+@pytest.mark.parametrize("tampering", ["content", "data", "entry", "directory"])
+def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(
+    tamperer, raw_token, tmp_path, tampering
+):
     folder = tmp_path / "mirror"
     publish("alpha", PY.format("zero"))
     assert sync(tamperer.url, folder, raw_token).returncode == 0
@@ -170,11 +195,12 @@ def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(tamperer, ra
     revision = state(folder)["revision"]
 
     publish("alpha", PY.format("one"), version=2)
-    tamperer.armed = True
+    tamperer.armed = tampering
     done = sync(tamperer.url, folder, raw_token)
 
     assert done.returncode == 3, done.stderr
-    assert "does not match its sha256" in done.stderr
+    if tampering == "content":
+        assert "does not match its sha256" in done.stderr
     assert bundle.read_tool_dir(folder / "alpha") == before
     assert state(folder)["revision"] == revision  # the next pass tries again
     assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha"]
@@ -246,7 +272,9 @@ def test_it_watches_and_picks_up_a_change(live_server, raw_token, tmp_path):
         assert wait_for(lambda: "'two'" in read(folder / "alpha" / "index.py"))
     finally:
         watcher.send_signal(signal.SIGTERM)
-        watcher.wait(timeout=10)
+        watcher.wait(timeout=30)
+    assert watcher.returncode == 0  # a stop between passes is a clean end
+    assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha"]
 
 
 def read(path: Path) -> str:
