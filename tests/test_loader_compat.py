@@ -170,3 +170,33 @@ def test_it_aborts_a_bash_tool_and_its_children(mirrored, tmp_path):
     assert result["isError"] is True
     assert "cancelled" in text(result)
     assert list(output.iterdir()) == []  # the tool's own cancel handler ran (SIGTERM)
+    assert not processes_mentioning(str(tmp_path / "long.wav"))  # ffmpeg is gone too
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_it_renders_the_shim_from_its_template_and_the_harness():
+    manifest = {"name": "demo", "language": "python", "timeout": 30}
+    rendered = shim.render(manifest).decode()
+    assert "__CONFIG__" not in rendered and "__LANGUAGE__" not in rendered
+    assert (REPO / "tools_app" / "runner" / "harness" / "harness.py").read_text() in json.loads(
+        rendered.split("const TOOL = ", 1)[1].split(";\nconst HERE", 1)[0]
+    )["harness"]
+    files = {"TOOL.md": b"x", "index.py": b"y"}
+    assert shim.mirror_files(files, manifest) == {**files, "index.js": rendered.encode()}
+    # A tool with its own index.js, a typescript tool and an http tool get none.
+    assert "index.js" not in shim.mirror_files(files, {**manifest, "kind": "http"})
+    own = {**files, "index.js": b"mine"}
+    assert shim.mirror_files(own, manifest) == own
+    ts = {"TOOL.md": b"x", "index.ts": b"y"}
+    assert shim.mirror_files(ts, {**manifest, "language": "typescript"}) == ts

@@ -154,6 +154,13 @@ class Tamperer:
             ((name, files),) = bundle.read_zip(body).items()
             files["index.py"] = files["index.py"].replace(b"one", b"pwn")
             return bundle.zip_bytes(name, files)
+        if self.armed == "traversal":  # an entry that climbs out of the tool's folder
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w") as archive:
+                for info in zipfile.ZipFile(io.BytesIO(body)).infolist():
+                    archive.writestr(info, zipfile.ZipFile(io.BytesIO(body)).read(info))
+                archive.writestr("alpha/../../escaped.txt", b"owned")
+            return buffer.getvalue()
         # One bit flipped where it matters (a flip in a field nobody reads changes nothing).
         archive = zipfile.ZipFile(io.BytesIO(body))
         first = next(i for i in archive.infolist() if not i.is_dir())
@@ -184,7 +191,7 @@ def tamperer(live_server) -> Iterator[Tamperer]:
 
 # A changed file in a valid zip, and a bit flipped in compressed data, in the central
 # directory's pointer to a local header, and in the end record's pointer to the directory.
-@pytest.mark.parametrize("tampering", ["content", "data", "entry", "directory"])
+@pytest.mark.parametrize("tampering", ["content", "data", "entry", "directory", "traversal"])
 def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(
     tamperer, raw_token, tmp_path, tampering
 ):
@@ -201,6 +208,9 @@ def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(
     assert done.returncode == 3, done.stderr
     if tampering == "content":
         assert "does not match its sha256" in done.stderr
+    if tampering == "traversal":
+        assert "unsafe or foreign path" in done.stderr
+        assert not list(tmp_path.rglob("escaped.txt"))
     assert bundle.read_tool_dir(folder / "alpha") == before
     assert state(folder)["revision"] == revision  # the next pass tries again
     assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha"]
