@@ -200,3 +200,31 @@ def test_it_renders_the_shim_from_its_template_and_the_harness():
     assert shim.mirror_files(own, manifest) == own
     ts = {"TOOL.md": b"x", "index.ts": b"y"}
     assert shim.mirror_files(ts, {**manifest, "language": "typescript"}) == ts
+
+
+WAITS_PY = """import time
+
+def execute(tool_call_id, params, signal, on_update):
+    on_update({"content": [{"type": "text", "text": f"waiting {tool_call_id}"}]})
+    while not signal.aborted:
+        time.sleep(0.05)
+    return {"content": [{"type": "text", "text": "saw the abort"}]}
+"""
+
+
+def test_it_stops_a_tool_at_its_timeout_and_reports_a_missing_interpreter(tmp_path):
+    folder = tmp_path / "tools" / "waits"
+    folder.mkdir(parents=True)
+    manifest = {"name": "waits", "language": "python", "timeout": 1}
+    for path, data in shim.mirror_files({"index.py": WAITS_PY.encode()}, manifest).items():
+        (folder / path).write_bytes(data)
+    (folder / "TOOL.md").write_text("---\nname: waits\ndescription: Waits.\n---\n")
+
+    updates, result = call(tmp_path / "tools", "waits", {})
+    assert updates == ["waiting call-1"]
+    assert result["isError"] is True
+    assert text(result) == "The tool timed out after 1 s and was stopped.\nsaw the abort"
+
+    _, result = call(tmp_path / "tools", "waits", {}, env={"TOOL_PYTHON": "/nonexistent/py"})
+    assert result["isError"] is True
+    assert "could not be started" in text(result) and "ENOENT" in text(result)
