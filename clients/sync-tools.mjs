@@ -16,10 +16,10 @@
 // that tool's previous folder stays as it was; 4 local file system error.
 import { createHash, randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { inflateRawSync } from "node:zlib";
-import zlib from "node:zlib";
+import { pathToFileURL } from "node:url";
+import zlib, { inflateRawSync } from "node:zlib";
 
 const EXIT = { ok: 0, usage: 1, network: 2, integrity: 3, local: 4 };
 const STATE_NAME = ".sync-tools-state.json";
@@ -388,6 +388,15 @@ async function main() {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith("sync-tools.mjs")) {
+// Run when started as a program; importing the module (its exports) runs nothing.
+function startedDirectly() {
+  try {
+    return pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url;
+  } catch {
+    return false;
+  }
+}
+
+if (startedDirectly()) {
   process.exitCode = await main();
 }

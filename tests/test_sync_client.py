@@ -316,3 +316,22 @@ def test_it_serves_the_client_from_the_repository(live_server, raw_token):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(anonymous)  # noqa: S310
     assert refused.value.code == 401
+
+
+def test_its_canonical_sha256_is_the_consoles():
+    files = {"é.txt": b"1", "z": b"", "a/b": bytes(range(256)), "Z": b"x", "ab": b"c"}
+    script = (
+        f"const m = await import({json.dumps(CLIENT.as_uri())});"
+        "const files = new Map(Object.entries(JSON.parse(process.argv[1]))"
+        ".map(([p, hex]) => [p, Buffer.from(hex, 'hex')]));"
+        "console.log(m.canonicalSha256(files));"
+    )
+    encoded = json.dumps({path: data.hex() for path, data in files.items()})
+    done = subprocess.run(
+        [node_executable(), "--input-type=module", "-e", script, encoded],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == bundle.canonical_sha256(files)
