@@ -14,6 +14,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from tools_app import bundle, datapath, shim
+from tools_app.api.conditional import make_etag, published_revision
 from tools_app.audit import Actor
 from tools_app.models import Tool
 from tools_app.sync import sync_tools
@@ -161,3 +162,12 @@ def test_it_builds_the_manifest_with_a_constant_number_of_queries(
         assert client.get(MANIFEST).json()["count"] == 50
     with django_assert_max_num_queries(2):
         assert client.get(MANIFEST, headers={"If-None-Match": "*"}).status_code == 304
+
+
+def test_it_changes_the_revision_with_the_generated_index_js(make_tool, client):
+    make_tool("alpha", language="python")
+    revision = client.get(MANIFEST).json()["revision"]
+    # A console upgrade that changes the template or the harness changes the fingerprint:
+    # the same published tools then make another revision (and ETag), so clients refetch.
+    assert revision == make_etag("sync", published_revision(), shim.fingerprint())
+    assert revision != make_etag("sync", published_revision(), "another-shim")

@@ -69,7 +69,8 @@ SINCE_PARAMETER = {
     openapi_extra={"parameters": [SINCE_PARAMETER]},
 )
 def sync_manifest(request: HttpRequest) -> HttpResponse:
-    revision = make_etag("sync", published_revision())
+    # The generated index.js is part of what is mirrored: a new one is a new revision.
+    revision = make_etag("sync", published_revision(), shim.fingerprint())
     since = request.GET.get("since")
     if since is None:
         return cached_json(request, revision, lambda: manifest_body(revision))

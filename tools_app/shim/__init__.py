@@ -11,6 +11,7 @@ disk, the manifest's hashes and the bundle always agree."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from functools import cache
@@ -46,6 +47,13 @@ def _template() -> str:
 @cache
 def _harness() -> str:
     return (HARNESS_DIR / "harness.py").read_text(encoding="utf-8")
+
+
+@cache
+def fingerprint() -> str:
+    """Changes whenever the generated file would: part of the sync revision, so a console
+    upgrade that changes the template or the harness is a change clients see."""
+    return hashlib.sha256(f"{_template()}\0{_harness()}".encode()).hexdigest()[:16]
 
 
 def render(manifest: Mapping[str, Any]) -> bytes:
