@@ -13,7 +13,8 @@ from conftest import tool_files
 from django.core.cache import cache
 from django.test import Client
 
-from tools_app import bundle, datapath
+from tools_app import bundle, datapath, shim
+from tools_app.api.conditional import make_etag, published_revision
 from tools_app.audit import Actor
 from tools_app.models import Tool
 from tools_app.sync import sync_tools
@@ -35,6 +36,7 @@ def client(db) -> Client:
 def test_it_lists_every_published_enabled_tool_with_hashes(make_tool, client):
     make_tool("alpha", language="python")
     make_tool("beta", language="bash")
+    make_tool("gamma")
     make_tool("draft_only", publish=False)
     disabled = make_tool("off")
     set_enabled(disabled, False, actor=Actor.system())
@@ -42,14 +44,21 @@ def test_it_lists_every_published_enabled_tool_with_hashes(make_tool, client):
     response = client.get(MANIFEST)
     assert response.status_code == 200
     body = response.json()
-    assert body["count"] == 2
-    assert [t["name"] for t in body["tools"]] == ["alpha", "beta"]
+    assert body["count"] == 3
+    assert [t["name"] for t in body["tools"]] == ["alpha", "beta", "gamma"]
     for entry in body["tools"]:
         version = Tool.objects.get(name=entry["name"]).published_version
         assert entry["version"] == version.number
-        assert entry["sha256"] == version.sha256
         assert entry["bundle_url"] == f"/api/v1/tools/{entry['name']}/versions/1/bundle"
+        # What is mirrored: python and bash tools with the generated index.js beside.
         files = version.file_bytes()
+        if entry["name"] == "gamma":
+            assert entry["sha256"] == version.sha256
+        else:
+            assert "index.js" not in files
+            files["index.js"] = shim.render(version.manifest)
+            assert entry["sha256"] != version.sha256
+        assert entry["sha256"] == bundle.canonical_sha256(files)
         assert [f["path"] for f in entry["files"]] == sorted(files)
         for listed in entry["files"]:
             data = files[listed["path"]]
@@ -153,3 +162,12 @@ def test_it_builds_the_manifest_with_a_constant_number_of_queries(
         assert client.get(MANIFEST).json()["count"] == 50
     with django_assert_max_num_queries(2):
         assert client.get(MANIFEST, headers={"If-None-Match": "*"}).status_code == 304
+
+
+def test_it_changes_the_revision_with_the_generated_index_js(make_tool, client):
+    make_tool("alpha", language="python")
+    revision = client.get(MANIFEST).json()["revision"]
+    # A console upgrade that changes the template or the harness changes the fingerprint:
+    # the same published tools then make another revision (and ETag), so clients refetch.
+    assert revision == make_etag("sync", published_revision(), shim.fingerprint())
+    assert revision != make_etag("sync", published_revision(), "another-shim")

@@ -33,8 +33,17 @@ def test_its_links_between_pages_resolve(viewer_client):
 def test_it_documents_the_agent_interfaces():
     text = " ".join((docs_dir() / f).read_text() for _, f in PAGES.values())
     for phrase in ("openai-responses", "strict=true", "?since=", "secrets:read", "/mcp",
-                   "notifications/progress", "index.py", "fd 3"):  # fmt: skip
+                   "notifications/progress", "index.py", "fd 3", "sync-tools.mjs",
+                   "--watch", "CONSOLE_TOKEN", ".sync-tools-state.json", "canonical sha256",
+                   "index.template.js", "listChanged", "structuredContent"):  # fmt: skip
         assert phrase in text, phrase
+
+
+def test_it_documents_every_exit_code_of_the_sync_client():
+    client = (docs_dir().parent / "clients" / "sync-tools.mjs").read_text()
+    codes = re.search(r"const EXIT = \{([^}]*)\}", client).group(1)
+    documented = re.findall(r"^\| (\d) \|", (docs_dir() / "sync.md").read_text(), re.M)
+    assert sorted(documented) == sorted(re.findall(r": (\d)", codes))
 
 
 def test_it_needs_a_login_and_knows_only_its_pages(client, viewer_client):

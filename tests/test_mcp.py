@@ -9,8 +9,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -23,9 +25,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from worker_fixtures import REPO, CeleryWorker, skip_or_fail, wait_for_run
 
+from tools_app import integrations
+from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
+from tools_app.versions import save_version
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -284,6 +289,110 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
     assert waited < 10
     assert tool_processes() == []
     assert AuditEvent.objects.filter(action="run.cancel", actor="token:mcp-agent").exists()
+
+
+class ItemAPI:
+    """A local API standing in for an http tool's provider: /item/<id> answers JSON."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                item = self.path.rsplit("/", 1)[-1]
+                data = {"id": item, "status": "READY", "list": [1, 2]}
+                if item == "array":
+                    data = [1, 2, 3]
+                body = json.dumps({"data": data} if item != "array" else data).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        # Another loopback address than the console's own 127.0.0.1 (a tool never calls
+        # back into the console).
+        self.httpd = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.2:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def item_api(worker) -> Iterator[ItemAPI]:
+    api = ItemAPI()
+    # The worker's egress policy lets a tool reach the URL fields of the integrations it
+    # declares: that is how the tools below may call this local API.
+    integrations.create_integration(
+        "items",
+        "custom",
+        actor=Actor.system(),
+        values={"items_url": api.base},
+        custom_fields="ITEMS_URL url",
+    )
+    yield api
+    api.close()
+
+
+def http_tool(name: str, api: ItemAPI, item: str, outputs: str = "") -> None:
+    text = (
+        f"---\nname: {name}\ndescription: Reads an item.\nkind: http\n"
+        "integrations: [items]\n"
+        f"request:\n  method: GET\n  url: {api.base}/item/{item}\n"
+        + (f"outputs:\n{outputs}" if outputs else "")
+        + "---\n# Item\n"
+    )
+    body = {"data": {"id": "x", "status": "READY"}}
+    sample = {"source": "tests/test_mcp.py ItemAPI", "status": 200, "body": body}
+    files = {"TOOL.md": text.encode(), "samples/item.json": json.dumps(sample).encode()}
+    save_version(name, files, actor=Actor.system(), publish=True)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_it_returns_an_http_tools_outputs_as_structured_content(live, item_api, mode):
+    outputs = "  id: {type: string, path: data.id}\n  status: {type: string, path: data.status}\n"
+    http_tool("item", item_api, "w1", outputs)
+    http_tool("raw", item_api, "w2")
+    http_tool("listing", item_api, "array")
+    _, raw = token()
+
+    async def go(client):
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        # The SDK client checks structuredContent against the listed outputSchema.
+        calls = [await client.call_tool(n, {}) for n in ("item", "raw", "listing")]
+        return listed, calls
+
+    listed, (item, raw_json, listing) = mcp_call(live, raw, go, mode)
+
+    assert listed["item"].output_schema["properties"]["id"]["type"] == "string"
+    assert item.is_error is False, item
+    assert item.structured_content == {"id": "w1", "status": "READY"}
+    assert json.loads(item.content[0].text) == item.structured_content
+    assert raw_json.structured_content == {"data": {"id": "w2", "status": "READY", "list": [1, 2]}}
+    # Any JSON value on 2026-07-28 (auto); an object only on the handshake versions
+    # (legacy), where the text alone carries an array, unmangled.
+    assert listing.is_error is False
+    assert listing.structured_content == ([1, 2, 3] if mode == "auto" else None)
+    assert json.loads(listing.content[0].text) == [1, 2, 3]
+
+
+def test_it_says_it_sends_no_list_changed_notifications(live):
+    """Stateless sessions over several web workers have no stream to send them on
+    (docs/mcp.md); the capability says so rather than promise them."""
+    _, raw = token()
+
+    async def go(client):
+        return client.server_capabilities
+
+    capabilities = mcp_call(live, raw, go)
+
+    assert capabilities.tools is not None
+    assert not capabilities.tools.list_changed
 
 
 def test_it_refuses_a_call_without_the_invoke_scope(live, make_tool):

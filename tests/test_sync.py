@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.conftest import REPO, tool_files
-from tools_app import bundle, datapath
+from tools_app import bundle, datapath, shim
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Tool, ToolVersion
 from tools_app.sync import sync_tools
@@ -323,3 +323,23 @@ def test_several_processes_starting_at_once_sync_safely(tmp_path, seed):
     assert result.stdout.strip() == "[('alpha', 2), ('beta', 2), ('gamma', 2)]"
     for name in ("alpha", "beta", "gamma"):
         assert (tmp_path / "data" / "tools" / name / "index.ts").exists()
+
+
+def test_it_mirrors_python_and_bash_tools_with_their_generated_index_js(db, seed):
+    write_seed(seed, "alpha", language="python")
+    write_seed(seed, "beta", language="bash")
+    write_seed(seed, "gamma")
+    sync_tools(seed)
+    for name in ("alpha", "beta"):
+        manifest = Tool.objects.get(name=name).published_version.manifest
+        assert (mirrored(name) / "index.js").read_bytes() == shim.render(manifest)
+    assert not (mirrored("gamma") / "index.js").exists()
+
+    # A copy without it (an older console's, or damaged) is rewritten; the others stay.
+    (mirrored("alpha") / "index.js").unlink()
+    before = (mirrored("beta") / "index.js").stat().st_ino
+    lines = sync_tools(seed)
+
+    assert "rewrote DATA_PATH copy" in next(line.detail for line in lines if line.name == "alpha")
+    assert (mirrored("alpha") / "index.js").exists()
+    assert (mirrored("beta") / "index.js").stat().st_ino == before

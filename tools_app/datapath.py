@@ -2,7 +2,9 @@
 
 The console marks each folder it writes with MARKER, so it can tell its own folders from
 ones someone else put there (those are reported, never deleted). Writes go to a sibling
-folder first and are renamed into place, so an agent never reads a half-written tool."""
+folder first and are renamed into place, so an agent never reads a half-written tool.
+A python or bash tool also gets the generated index.js (tools_app/shim), so loaders that
+know only the seed's rules can run it; the marker keeps the version's own sha256."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tools_app import bundle
+from tools_app import bundle, shim
 
 MARKER = ".tool-console.json"
 
@@ -79,18 +81,18 @@ def _mirror(root: Path, name: str, tool) -> MirrorResult:
             return MirrorResult(name, "removed")
         return MirrorResult(name, "absent")
 
+    files = shim.mirror_files(version.file_bytes(), version.manifest)
     marker = read_marker(folder) if folder.exists() else None
     if (
         marker is not None
         and marker.get("version") == version.number
         and marker.get("sha256") == version.sha256
-        and _current_sha(folder) == version.sha256
+        and _current_sha(folder) == bundle.canonical_sha256(files)
     ):
         return MirrorResult(name, "unchanged", version.number)
     if folder.exists() and marker is None:
         # Not ours: never overwrite someone else's folder.
         return MirrorResult(name, "foreign", version.number)
-    files = version.file_bytes()
     files[MARKER] = json.dumps(
         {"name": name, "version": version.number, "sha256": version.sha256}, sort_keys=True
     ).encode()

@@ -42,6 +42,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from tools_app import runs, schema, toolmd
@@ -194,13 +195,23 @@ def update_text(content: Any) -> str | None:
     return text[:1000] or None
 
 
-def call_result(result: dict | None, status: str) -> types.CallToolResult:
+def call_result(
+    result: dict | None, status: str, protocol_version: str = LATEST_MODERN_VERSION
+) -> types.CallToolResult:
     if not isinstance(result, dict):
         return types.CallToolResult(
             content=[types.TextContent(text=f"The run ended {status} without a result.")],
             is_error=True,
         )
+    structured = result.get("structuredContent", {})
+    if not isinstance(structured, dict) and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        # An http tool without `outputs` keeps a JSON array or scalar answer as it came:
+        # any JSON value on 2026-07-28, but an object only on the handshake versions, so
+        # there the text block alone carries it.
+        result = {key: value for key, value in result.items() if key != "structuredContent"}
     try:
+        # An http tool's structuredContent (its `outputs`, listed as the outputSchema)
+        # passes through as the run stored it, redacted like its text.
         return types.CallToolResult.model_validate(result)
     except ValidationError:
         # A result the console stored but MCP's content types do not cover: keep it whole.
@@ -311,7 +322,7 @@ async def follow(ctx: Any, run_id: Any) -> types.CallToolResult:
             after = seq
             await ctx.session.report_progress(float(seq), None, update_text(content))
         if status in FINISHED:
-            return call_result(result, status)
+            return call_result(result, status, ctx.session.protocol_version)
         if updates:
             pause = POLL_FIRST
         await anyio.sleep(pause)

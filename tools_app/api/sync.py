@@ -2,7 +2,9 @@
 
 A client fetches the manifest (cheap to poll with If-None-Match), compares each tool's
 sha256 with its copy, downloads the bundles that differ and checks them against the hashes
-listed here before swapping them in.
+listed here before swapping them in. Hashes, file lists and bundles are of the tool as
+mirrored: a python or bash tool carries the generated index.js (tools_app/shim), so the
+`sha256` here differs from the registry's version sha256 for those tools.
 
 Incremental: `?since=<revision>` answers only what changed since the manifest of that
 revision (tools added or updated, with their hashes, and tombstones for tools removed).
@@ -26,7 +28,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Router
 
-from tools_app import bundle
+from tools_app import bundle, shim
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import MAX_VERSION, bundle_url, visible_tool, visible_version
 from tools_app.api.conditional import (
@@ -67,7 +69,8 @@ SINCE_PARAMETER = {
     openapi_extra={"parameters": [SINCE_PARAMETER]},
 )
 def sync_manifest(request: HttpRequest) -> HttpResponse:
-    revision = make_etag("sync", published_revision())
+    # The generated index.js is part of what is mirrored: a new one is a new revision.
+    revision = make_etag("sync", published_revision(), shim.fingerprint())
     since = request.GET.get("since")
     if since is None:
         return cached_json(request, revision, lambda: manifest_body(revision))
@@ -137,23 +140,25 @@ def manifest_body(revision: str) -> dict[str, Any]:
         .values_list(
             "name",
             "published_version__number",
-            "published_version__sha256",
+            "published_version__manifest",
             "published_version__files",
         )
     )
-    tools = [
-        {
-            "name": name,
-            "version": number,
-            "sha256": sha,
-            "files": [
-                {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-                for path, data in sorted(decode_files(files).items())
-            ],
-            "bundle_url": bundle_url(name, number),
-        }
-        for name, number, sha, files in rows
-    ]
+    tools = []
+    for name, number, manifest, stored in rows:
+        files = shim.mirror_files(decode_files(stored), manifest)
+        tools.append(
+            {
+                "name": name,
+                "version": number,
+                "sha256": bundle.canonical_sha256(files),
+                "files": [
+                    {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                    for path, data in files.items()
+                ],
+                "bundle_url": bundle_url(name, number),
+            }
+        )
     write_snapshot(revision, tools)
     return {"revision": revision, "count": len(tools), "tools": tools}
 
@@ -167,20 +172,46 @@ def manifest_body(revision: str) -> dict[str, Any]:
 def tool_bundle(
     request: HttpRequest, name: str, number: int = Path(..., ge=1, le=MAX_VERSION)
 ) -> HttpResponse:
-    """The zip holds the folder `<name>/` with every file. `X-Tool-SHA256` is the version's
-    sha256 (the one the manifest lists, over the files); `Repr-Digest` is the zip's."""
+    """The zip holds the folder `<name>/` with every file as mirrored (python and bash tools
+    with the generated index.js). `X-Tool-SHA256` is the canonical sha256 of those files,
+    the one the manifest lists; `Repr-Digest` is the zip's."""
     tool = visible_tool(name)
     version = visible_version(tool, number)
-    # A version never changes, so its content hash is a strong validator.
-    etag = make_etag("bundle", str(version.pk), version.sha256)
+    files = shim.mirror_files(version.file_bytes(), version.manifest)
+    sha256 = bundle.canonical_sha256(files)
+    # A version never changes (the shim only with the console): the hash is a strong validator.
+    etag = make_etag("bundle", str(version.pk), sha256)
     if none_match_hit(request, etag):
         response = HttpResponse(status=304)
     else:
-        data = bundle.zip_bytes(tool.name, version.file_bytes())
+        data = bundle.zip_bytes(tool.name, files)
         response = HttpResponse(data, content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="{tool.name}-v{number}.zip"'
         digest = base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")
         response["Repr-Digest"] = f"sha-256=:{digest}:"
-    response["X-Tool-SHA256"] = version.sha256
+    response["X-Tool-SHA256"] = sha256
     response["X-Tool-Version"] = str(version.number)
+    return with_validator(response, etag)
+
+
+CLIENT_PATH = FilePath(settings.BASE_DIR) / "clients" / "sync-tools.mjs"
+
+
+@router.get(
+    "/sync/client.mjs",
+    response={200: str, 304: None, **ERRORS},
+    url_name="sync_client",
+    summary="The sync client (clients/sync-tools.mjs): Node.js, no dependencies",
+)
+def sync_client(request: HttpRequest) -> HttpResponse:
+    """The repository's clients/sync-tools.mjs as it is, behind the same token and scope
+    (`sync:read`) as the manifest it reads: a host that may sync already holds one, and the
+    console does not tell anonymous callers which version it runs."""
+    data = CLIENT_PATH.read_bytes()
+    etag = make_etag("client", hashlib.sha256(data).hexdigest())
+    if none_match_hit(request, etag):
+        response = HttpResponse(status=304)
+    else:
+        response = HttpResponse(data, content_type="text/javascript; charset=utf-8")
+        response["Content-Disposition"] = 'inline; filename="sync-tools.mjs"'
     return with_validator(response, etag)

@@ -18,6 +18,7 @@ PAGES = {
     "agent-api": ("Agent API", "agent-api.md"),
     "mcp": ("MCP", "mcp.md"),
     "tool-format": ("The tool format", "tool-format.md"),
+    "sync": ("Sync and the sync client", "sync.md"),
 }
 
 

@@ -1,0 +1,49 @@
+// A tool loader written from the seed's rules only (seed 003, TOOLS.md): it knows nothing of
+// Tool Console. A tool is a folder under one of PI_TOOLS_DIRS (colon-separated) holding
+// TOOL.md and an entry point, index.ts or index.js; folders missing either are skipped.
+// The entry exports execute(toolCallId, params, signal, onUpdate).
+//
+// Usage: node seed_loader.mjs list
+//        node seed_loader.mjs call NAME PARAMS_JSON [--abort-on UPDATE_TEXT]
+// Prints one JSON line per event: {"tools": [...]}, {"update": text}, {"result": ...}.
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+function discover() {
+  const tools = new Map();
+  for (const dir of (process.env.PI_TOOLS_DIRS || "").split(":").filter(Boolean)) {
+    if (!existsSync(dir)) continue;
+    for (const name of readdirSync(dir).sort()) {
+      const folder = join(dir, name);
+      if (!statSync(folder).isDirectory()) continue;
+      const toolMd = join(folder, "TOOL.md");
+      const entry = ["index.ts", "index.js"].map((f) => join(folder, f)).find(existsSync);
+      if (!existsSync(toolMd) || !entry) continue;
+      const front = readFileSync(toolMd, "utf8").split(/^---$/m)[1] || "";
+      const toolName = (front.match(/^name:\s*(\S+)\s*$/m) || [])[1];
+      if (toolName) tools.set(toolName, entry);
+    }
+  }
+  return tools;
+}
+
+const print = (event) => process.stdout.write(JSON.stringify(event) + "\n");
+const [command, name, paramsJson, flag, abortOn] = process.argv.slice(2);
+const tools = discover();
+if (command === "list") {
+  print({ tools: [...tools.keys()] });
+} else if (command === "call") {
+  const module = await import(pathToFileURL(tools.get(name)).href);
+  const controller = new AbortController();
+  const onUpdate = (partial) => {
+    const text = partial.content.map((c) => c.text).join("");
+    print({ update: text });
+    if (flag === "--abort-on" && text.includes(abortOn)) controller.abort();
+  };
+  const result = await module.execute("call-1", JSON.parse(paramsJson), controller.signal, onUpdate);
+  print({ result });
+} else {
+  process.stderr.write("usage: seed_loader.mjs list | call NAME PARAMS_JSON\n");
+  process.exit(1);
+}

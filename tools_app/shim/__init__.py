@@ -1,0 +1,81 @@
+"""The generated index.js that lets a seed-rules loader run python and bash tools.
+
+A loader that follows the seed's tool format only loads `index.ts`/`index.js` exporting
+execute(toolCallId, params, signal, onUpdate). For a python or bash tool, what the console
+mirrors (DATA_PATH/tools and the sync bundles) therefore carries an `index.js` rendered
+from index.template.js: it runs the real entry with the runner's protocol (the python
+harness, embedded from runner/harness/harness.py, or INPUT_<NAME> and fd 3 for bash).
+
+`mirror_files` is the one place that decides what a mirrored tool holds, so the folder on
+disk, the manifest's hashes and the bundle always agree."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tools_app.runner.limits import Limits
+from tools_app.runner.sandbox import HARNESS_DIR, harness_config
+
+SHIM_PATH = "index.js"
+TEMPLATE = Path(__file__).with_name("index.template.js")
+# A tool whose folder has one of these already is loadable as it is.
+LOADABLE = ("index.ts", "index.js")
+SHIMMED_LANGUAGES = ("python", "bash")
+ENTRIES = {"python": "index.py", "bash": "index.sh"}
+
+
+def needs_shim(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> bool:
+    language = manifest.get("language", "typescript")
+    return (
+        manifest.get("kind", "code") == "code"
+        and language in SHIMMED_LANGUAGES
+        and ENTRIES[language] in files
+        and not any(name in files for name in LOADABLE)
+    )
+
+
+@cache
+def _template() -> str:
+    return TEMPLATE.read_text(encoding="utf-8")
+
+
+@cache
+def _harness() -> str:
+    return (HARNESS_DIR / "harness.py").read_text(encoding="utf-8")
+
+
+@cache
+def fingerprint() -> str:
+    """Changes whenever the generated file would: part of the sync revision, so a console
+    upgrade that changes the template or the harness is a change clients see."""
+    return hashlib.sha256(f"{_template()}\0{_harness()}".encode()).hexdigest()[:16]
+
+
+def render(manifest: Mapping[str, Any]) -> bytes:
+    """The index.js for a python or bash tool described by `manifest`."""
+    language = manifest["language"]
+    config: dict[str, Any] = {
+        "name": manifest["name"],
+        "language": language,
+        "entry": ENTRIES[language],
+        "timeout": int(manifest.get("timeout") or Limits.timeout),
+        "limits": harness_config(Limits()),
+    }
+    if language == "python":
+        config["harness"] = _harness()
+    text = _template()
+    text = text.replace("__LANGUAGE__", language).replace("__ENTRY__", ENTRIES[language])
+    return text.replace("__CONFIG__", json.dumps(config, indent=2)).encode("utf-8")
+
+
+def mirror_files(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> dict[str, bytes]:
+    """A version's files as mirrored: with the generated index.js where one is needed."""
+    mirrored = dict(files)
+    if needs_shim(files, manifest):
+        mirrored[SHIM_PATH] = render(manifest)
+    return dict(sorted(mirrored.items()))
