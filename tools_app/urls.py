@@ -1,6 +1,6 @@
 from django.urls import path
 
-from tools_app.views import docs, editor, integrations, runs, system, tokens, tools
+from tools_app.views import docs, editor, integrations, presets, runs, system, tokens, tools
 
 urlpatterns = [
     # Tools: browse (tools_app/views/tools.py)
@@ -26,6 +26,9 @@ urlpatterns = [
     path("tools/<str:name>/unpublish/", editor.tool_unpublish, name="tool_unpublish"),
     path("tools/<str:name>/disable/", editor.tool_disable, name="tool_disable"),
     path("tools/<str:name>/enable/", editor.tool_enable, name="tool_enable"),
+    path("tools/<str:name>/presets/", presets.tool_presets, name="tool_presets"),
+    path("tools/<str:name>/presets/clear/", presets.tool_preset_clear, name="tool_preset_clear"),
+    path("tools/<str:name>/samples/", presets.tool_samples, name="tool_samples"),
     path("tools/<str:name>/", tools.tool_detail, name="tool"),
     # Documentation (tools_app/views/docs.py, docs/*.md)
     path("docs/", docs.docs_index, name="docs"),
@@ -36,6 +39,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", runs.run_detail, name="run"),
     path("runs/<uuid:run_id>/updates/", runs.run_updates, name="run_updates"),
     path("runs/<uuid:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
+    path("runs/<uuid:run_id>/sample/", presets.run_save_sample, name="run_save_sample"),
     path(
         "runs/<uuid:run_id>/artifacts/<int:artifact_id>/",
         runs.run_artifact,

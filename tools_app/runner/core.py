@@ -253,6 +253,13 @@ class _Execution:
     def _params(self, paths: sandbox.ToolPaths) -> dict[str, Any]:
         """The params, with `output_path` turned into a path inside TOOL_OUTPUT_DIR."""
         params = dict(self.request.params)
+        self._write_input_files()
+        for name in self.request.file_params:
+            value = params.get(name)
+            if isinstance(value, list):
+                params[name] = [f"{paths.home}/{rel}" for rel in value]
+            elif isinstance(value, str):
+                params[name] = f"{paths.home}/{value}"
         if "output_path" in params:
             raw = str(params["output_path"] or "")
             parts = [p for p in PurePosixPath(raw).parts if p not in ("/", ".", "..")]
@@ -260,6 +267,19 @@ class _Execution:
             privilege.make_dirs(self.dirs.output, Path(*parts).parent)
             params["output_path"] = "/".join([paths.output, *parts])
         return params
+
+    def _write_input_files(self) -> None:
+        """The run's `file` inputs, into its work dir (inside the disk quota), readable by
+        the tool's uid. The relative paths were made safe by tools_app/input_files.py."""
+        for rel, data in self.request.input_files.items():
+            relative = PurePosixPath(rel)
+            if relative.is_absolute() or ".." in relative.parts:
+                continue  # never outside the work dir, whoever built the request
+            privilege.make_dirs(self.dirs.home, Path(*relative.parent.parts))
+            target = self.dirs.home / Path(*relative.parts)
+            with open(target, "xb") as out:
+                out.write(data)
+            privilege.give(target, 0o644)
 
     def _argv(self, paths: sandbox.ToolPaths) -> list[str]:
         request = self.request
