@@ -26,6 +26,11 @@ CANARY = f"canary-preset-{uuid.uuid4().hex}"
 SAMPLE = {"source": "https://docs.example.com/x", "status": 200, "body": {"got": "x"}}
 
 
+@pytest.fixture
+def provider(fake_provider):  # noqa: F811 (the fixture above, by another name)
+    return fake_provider
+
+
 def echo(handler) -> bool:
     """The provider answers with what it was sent: path and headers (providers do echo)."""
     body = json.dumps({"got": handler.path, "key": handler.headers.get("X-Key", "")}).encode()
@@ -38,10 +43,10 @@ def echo(handler) -> bool:
 
 
 @pytest.fixture
-def tool(settings, fake_provider) -> Tool:  # noqa: F811 (fixture)
+def tool(settings, provider) -> Tool:
     settings.ALLOWED_HOSTS = ["testserver"]
-    settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
-    fake_provider.handler = echo
+    settings.TOOL_NETWORK_ALLOW = provider.url.removeprefix("http://")
+    provider.handler = echo
     text = (
         "---\nname: lookup\ndescription: Looks up.\nkind: http\ninputs:\n"
         "  account: {type: string, description: Account, visibility: user-only}\n"
@@ -49,7 +54,7 @@ def tool(settings, fake_provider) -> Tool:  # noqa: F811 (fixture)
         "  limit: {type: integer, description: Limit, visibility: user-only, optional: true}\n"
         "  query: {type: string, description: Query}\n"
         "request:\n  method: GET\n"
-        f"  url: {fake_provider.url}/find/{{{{account}}}}\n"
+        f"  url: {provider.url}/find/{{{{account}}}}\n"
         '  query: {q: "{{query}}", limit: "{{limit}}"}\n'
         '  headers: {X-Key: "{{api_key}}"}\n'
         "---\n# Lookup\n"
@@ -70,15 +75,14 @@ def set_preset(client, name: str, value: str, *, sensitive: bool = False):
     return submit(client, "/tools/lookup/presets/", changes, button="Save preset")
 
 
-def test_it_fills_a_user_only_input_from_the_preset(tool, console_admin_client,
-                                                    fake_provider) -> None:  # noqa: F811
+def test_it_fills_a_user_only_input_from_the_preset(tool, console_admin_client, provider) -> None:
     response = set_preset(console_admin_client, "account", "acme")
     assert response.status_code == 302
 
     run = run_of(tool, {"query": "q1"})
 
     assert run.status == RunStatus.SUCCEEDED, run.result
-    assert fake_provider.last.path == "/find/acme?q=q1"
+    assert provider.last.path == "/find/acme?q=q1"
     # Read again when the run executes, never copied into the run record.
     assert run.params == {"query": "q1"}
     assert run.notices == ["Filled from the tool's presets: account."]
@@ -87,8 +91,9 @@ def test_it_fills_a_user_only_input_from_the_preset(tool, console_admin_client,
     assert "acme" not in event.summary
 
 
-def test_it_lets_a_person_type_over_a_preset(tool, console_admin_client, developer_client,
-                                             fake_provider) -> None:  # noqa: F811
+def test_it_lets_a_person_type_over_a_preset(
+    tool, console_admin_client, developer_client, provider
+) -> None:
     set_preset(console_admin_client, "account", "acme")
     page = developer_client.get("/tools/lookup/run/").content.decode()
     assert "Preset by an admin: leave empty to use it." in page
@@ -97,13 +102,13 @@ def test_it_lets_a_person_type_over_a_preset(tool, console_admin_client, develop
                       form_id="run-form")  # fmt: skip
     assert response.status_code == 302
     runs.execute_run(Run.objects.get().pk)
-    assert fake_provider.last.path == "/find/mine?q=a"
+    assert provider.last.path == "/find/mine?q=a"
 
     # Left empty, the preset fills it (the field is not required any more).
     submit(developer_client, "/tools/lookup/run/", {"account": "", "query": "b"},
            form_id="run-form")  # fmt: skip
     runs.execute_run(Run.objects.order_by("-created_at").first().pk)
-    assert fake_provider.last.path == "/find/acme?q=b"
+    assert provider.last.path == "/find/acme?q=b"
 
 
 def test_it_requires_a_user_only_input_without_a_preset(tool) -> None:
@@ -153,8 +158,9 @@ def test_it_removes_a_preset(tool, console_admin_client) -> None:
     assert AuditEvent.objects.filter(action="tool.preset.clear").count() == 1
 
 
-def test_it_never_reveals_a_sensitive_preset(tool, console_admin_client, developer_client,
-                                             fake_provider, capsys) -> None:  # noqa: F811
+def test_it_never_reveals_a_sensitive_preset(
+    tool, console_admin_client, developer_client, provider, capsys
+) -> None:
     set_preset(console_admin_client, "account", "acme")
     response = set_preset(console_admin_client, "api_key", CANARY, sensitive=True)
     assert response.status_code == 302
@@ -162,7 +168,7 @@ def test_it_never_reveals_a_sensitive_preset(tool, console_admin_client, develop
     # The provider echoes the key back: the run record must still not hold it.
     run = run_of(tool, {"query": "q"})
     assert run.status == RunStatus.SUCCEEDED, run.result
-    assert fake_provider.last.headers["x-key"] == CANARY  # the request did carry it
+    assert provider.last.headers["x-key"] == CANARY  # the request did carry it
     reset_api_caches()
     api = agent_client()
     seen = [

@@ -86,6 +86,22 @@ def problems(manifest: Manifest, params: dict[str, Any]) -> list[str]:
     return found
 
 
+def without_data(manifest: Manifest, params: Any) -> Any:
+    """`params` with the base64 data of file inputs left out (for size caps on the rest)."""
+    if not isinstance(params, dict):
+        return params
+    counted = dict(params)
+    for name, spec in manifest.inputs.items():
+        if spec.type in FILE_TYPES and name in counted:
+            value = counted[name]
+            items = value if isinstance(value, list) else [value]
+            counted[name] = [
+                {k: v for k, v in item.items() if k != "data"} if isinstance(item, dict) else item
+                for item in items
+            ]
+    return counted
+
+
 def summary(value: Any) -> Any:
     """What the run record keeps of a file object (or a list of them): no bytes."""
     if isinstance(value, list):
