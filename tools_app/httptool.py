@@ -172,7 +172,7 @@ class CancellableTransport(egress_http.EgressTransport):
         super().__init__(policy)
         self.sockets: list[socket.socket] = []
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=egress_http.tls_context(),
             network_backend=_TrackingBackend(policy, self.sockets),
         )
 
