@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from tests.agent_api import agent_client, reset_api_caches
 from tests.forms_support import submit
-from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
+from tests.integrations_support import fake_provider, fernet_keys  # noqa: F401 (fixtures)
 from tools_app import runs, schema
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool, ToolPreset
@@ -197,3 +197,23 @@ def test_it_lists_user_only_and_hidden_inputs_natively_only(tool) -> None:
     assert list(schema.input_schema(manifest, for_model=True)["properties"]) == ["query"]
     native = schema.tool_entry(manifest, fmt="native")["input_schema"]["properties"]
     assert list(native) == ["account", "api_key", "limit", "query"]
+
+
+def test_it_rotates_a_sensitive_preset_with_the_keys(
+    tool,
+    console_admin_client,
+    provider,
+    fernet_keys,  # noqa: F811 (the fixture imported above)
+) -> None:
+    from tools_app.integrations import rotate_keys
+
+    fernet_keys("old")
+    set_preset(console_admin_client, "account", "acme")
+    set_preset(console_admin_client, "api_key", CANARY, sensitive=True)
+    fernet_keys("new", "old")
+
+    assert rotate_keys().presets == 1
+
+    fernet_keys("new")  # the old key is gone: the preset still decrypts
+    assert run_of(tool, {"query": "q"}).status == RunStatus.SUCCEEDED
+    assert provider.last.headers["x-key"] == CANARY
