@@ -17,7 +17,7 @@ from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.versions import InvalidTool, publish_version, save_version
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 CANARY = f"canary-sample-{uuid.uuid4().hex}"
 SAVE = "Save this response as a sample"

@@ -20,7 +20,7 @@ from tools_app.models import AuditEvent, Run, Tool, ToolPreset
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.versions import save_version
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 CANARY = f"canary-preset-{uuid.uuid4().hex}"
 SAMPLE = {"source": "https://docs.example.com/x", "status": 200, "body": {"got": "x"}}
@@ -101,13 +101,15 @@ def test_it_lets_a_person_type_over_a_preset(
     response = submit(developer_client, "/tools/lookup/run/", {"account": "mine", "query": "a"},
                       form_id="run-form")  # fmt: skip
     assert response.status_code == 302
-    runs.execute_run(Run.objects.get().pk)
+    run = runs.execute_run(Run.objects.get().pk)
+    assert run.status == RunStatus.SUCCEEDED, (run.result, run.error)
     assert provider.last.path == "/find/mine?q=a"
 
     # Left empty, the preset fills it (the field is not required any more).
     submit(developer_client, "/tools/lookup/run/", {"account": "", "query": "b"},
            form_id="run-form")  # fmt: skip
-    runs.execute_run(Run.objects.order_by("-created_at").first().pk)
+    run = runs.execute_run(Run.objects.order_by("-created_at").first().pk)
+    assert run.status == RunStatus.SUCCEEDED, (run.result, run.error)
     assert provider.last.path == "/find/acme?q=b"
 
 
