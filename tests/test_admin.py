@@ -26,6 +26,7 @@ from tools_app.models import (
     RunArtifact,
     RunUpdate,
     Tool,
+    ToolPreset,
     WorkerHeartbeat,
 )
 from tools_app.models.audit import AppendOnlyError
@@ -57,6 +58,9 @@ def one_of_everything(make_tool, superuser):
     )
     IntegrationSecret.objects.create(
         integration=integration, field="TOKEN", ciphertext=CIPHERTEXT, set_at=timezone.now()
+    )
+    ToolPreset.objects.create(
+        tool=tool, input="account", sensitive=True, ciphertext=CIPHERTEXT, set_at=timezone.now()
     )
     token, raw = AgentToken.issue("bot", ["registry:read"], created_by=superuser)
     run = Run.objects.create(

@@ -69,7 +69,7 @@ def test_it_rotates_1000_secrets_readable_under_the_new_key_alone(db, fernet_key
     assert all(row.key_id == primary for row in rows)
     assert {row.pk: vault.decrypt(row.ciphertext) for row in rows} == expected
     event = AuditEvent.objects.get(action="integrations.rotate_keys")
-    assert event.data == {"rotated": 1000, "already_current": 0, "runs": 0}
+    assert event.data == {"rotated": 1000, "already_current": 0, "runs": 0, "presets": 0}
 
 
 def test_it_is_idempotent(db, fernet_keys):

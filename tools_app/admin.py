@@ -35,6 +35,7 @@ from tools_app.models import (
     RunArtifact,
     RunUpdate,
     Tool,
+    ToolPreset,
     ToolVersion,
     WorkerHeartbeat,
 )
@@ -440,6 +441,15 @@ class IntegrationSecretAdmin(ReadOnlyAdmin):
     list_filter = ("integration",)
     list_select_related = ("integration", "set_by")
     fields = ("integration", "field", "set_at", "set_by")  # never "ciphertext"
+
+
+@admin.register(ToolPreset)
+class ToolPresetAdmin(ReadOnlyAdmin):
+    # Presets are set on the tool's presets page, which keeps sensitive ones write-only.
+    list_display = ("tool", "input", "sensitive", "set_at", "set_by")
+    list_filter = ("sensitive",)
+    list_select_related = ("tool", "set_by")
+    fields = ("tool", "input", "sensitive", "set_at", "set_by")  # never value or ciphertext
 
 
 @admin.register(AgentToken)

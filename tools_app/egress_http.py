@@ -11,7 +11,9 @@ redirects.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import ssl
 import typing
 
 import httpcore
@@ -49,18 +51,26 @@ class EgressBackend(httpcore.SyncBackend):
         raise error
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every transport of this process. Building one loads
+    the CA bundle (tens of ms): once per request it was most of an http tool's overhead
+    (bench/http_tool.py). A context is safe to share between connections and threads."""
+    return httpx.create_ssl_context()
+
+
 class EgressTransport(httpx.HTTPTransport):
     """httpx's transport with the connection pool on EgressBackend. `inner` (tests): a
     transport that answers instead of the network; a literal address is judged the same,
     a name is not resolved (nothing connects to it)."""
 
     def __init__(self, policy: egress.Policy, inner: httpx.BaseTransport | None = None) -> None:
-        super().__init__()
+        super().__init__(verify=tls_context())
         self.policy = policy
         self.inner = inner
         # httpx has no network_backend argument; its pool is rebuilt on ours.
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(), network_backend=EgressBackend(policy)
+            ssl_context=tls_context(), network_backend=EgressBackend(policy)
         )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

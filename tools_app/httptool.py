@@ -21,6 +21,10 @@ code tool (tools_app/runs.py hands over here from _execute).
 - Retries only for idempotent methods (GET HEAD PUT DELETE) on 429 and 5xx, honouring
   Retry-After up to RETRY_AFTER_CAP seconds, at most RETRIES extra attempts.
 - Cancel aborts the request in flight: the sockets are shut down, which wakes a blocked read.
+- A `file` input is the object the API takes (`{"name", "mime_type", "data"}`, base64):
+  a body template `{{doc}}` sends it as that JSON value (tools_app/input_files.py).
+- A successful JSON response is also kept, redacted, as the outcome's `response` (at most
+  MAX_KEPT_RESPONSE of JSON text), so a developer can save it as a sample.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from tools_app.toolmd import Manifest
 
 MAX_RESPONSE = 10 * 1024 * 1024
 MAX_RESULT_TEXT = 1024 * 1024
+MAX_KEPT_RESPONSE = 1024 * 1024
 RETRIES = 2
 RETRY_AFTER_CAP = 30.0
 RETRY_BACKOFF = 1.0
@@ -167,7 +172,7 @@ class CancellableTransport(egress_http.EgressTransport):
         super().__init__(policy)
         self.sockets: list[socket.socket] = []
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+            ssl_context=egress_http.tls_context(),
             network_backend=_TrackingBackend(policy, self.sockets),
         )
 
@@ -245,7 +250,9 @@ def perform(
     redactor = Redactor(secrets)
     policy_text = policy.summary()
 
-    def outcome(status: str, result: dict[str, Any], artifacts=(), notes=()) -> RunOutcome:
+    def outcome(
+        status: str, result: dict[str, Any], artifacts=(), notes=(), response=None
+    ) -> RunOutcome:
         return RunOutcome(
             status=status,
             result=_redact_value(result, redactor),
@@ -256,6 +263,7 @@ def perform(
             duration=time.monotonic() - started,
             notices=list(notes),
             network_policy=policy_text,
+            response=_kept(response, redactor),
         )
 
     def fail(message: str, status: str = "failed") -> RunOutcome:
@@ -409,10 +417,12 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
                     error=True,
                 ),
             )
+    response = {"status": result.status, "body": data}
     if not manifest.outputs:
         return outcome(
             "succeeded",
             _text_result(json.dumps(data, indent=2, ensure_ascii=False), structured=data),
+            response=response,
         )
     outputs: dict[str, Any] = {}
     problems = []
@@ -428,7 +438,17 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
         return outcome(
             "failed", _text_result(f"{message}\n\n{text}", error=True, structured=outputs)
         )
-    return outcome("succeeded", _text_result(text, structured=outputs))
+    return outcome("succeeded", _text_result(text, structured=outputs), response=response)
+
+
+def _kept(response: dict[str, Any] | None, redactor: Redactor) -> dict[str, Any] | None:
+    """The redacted response to keep with the run, or None past MAX_KEPT_RESPONSE."""
+    if response is None:
+        return None
+    kept = _redact_value(response, redactor)
+    if len(json.dumps(kept, ensure_ascii=False)) > MAX_KEPT_RESPONSE:
+        return None
+    return kept
 
 
 # --- From a run (Django from here on) -----------------------------------------------------

@@ -47,7 +47,9 @@ from tools_app import (
     bundle,
     egress_config,
     httptool,
+    input_files,
     integrations,
+    presets,
     runner,
     schema,
     toolmd,
@@ -133,9 +135,21 @@ def start_run(
     when the surrounding transaction commits (a worker never looks for a row that is not
     there yet); `run_tool` passes enqueue=False and calls execute_run() itself."""
     manifest = manifest_of(version)
-    filled, errors = schema.validate_params(manifest, params)
+    # A model (MCP) never fills a user-only input; a person or a program may.
+    model = via == RunVia.MCP
+    try:
+        preset = presets.for_run(version.tool, manifest)
+    except presets.PresetError as exc:
+        raise InvalidParams([str(exc)]) from None
+    given = params if isinstance(params, dict) else {}
+    from_preset = {n for n in preset.values if given.get(n) is None}
+    if isinstance(params, dict):
+        params = {**{n: preset.values[n] for n in from_preset}, **params}
+    filled, errors = schema.validate_params(manifest, params, model=model)
     if errors:
         raise InvalidParams(errors)
+    # Presets are read again when the run executes: never copied into the run record.
+    filled = {k: v for k, v in filled.items() if k not in from_preset}
     shown, secret = split_sensitive(manifest, filled)
     with transaction.atomic():
         run = Run.objects.create(
@@ -167,6 +181,10 @@ def split_sensitive(manifest: Manifest, params: dict[str, Any]) -> tuple[dict, d
         spec = manifest.inputs.get(name)
         if spec is not None and spec.sensitive:
             shown[name] = MASK
+            secret[name] = value
+        elif spec is not None and spec.type in input_files.FILE_TYPES:
+            # The bytes ride sealed until the run starts; the record keeps name and size.
+            shown[name] = input_files.summary(value)
             secret[name] = value
         else:
             shown[name] = value
@@ -284,8 +302,18 @@ def _execute(
     notices = access.notices()
     env, secrets = integration_environment(access.granted)
     for name, value in secret_params.items():
-        if isinstance(value, str):
+        spec = manifest.inputs.get(name)
+        if isinstance(value, str) and (spec is None or spec.sensitive):
             secrets[SENSITIVE_LABEL.format(name=name)] = value
+    try:
+        preset = presets.for_run(run.tool, manifest)
+    except presets.PresetError as exc:
+        raise RunSetupError(str(exc)) from None
+    secrets |= preset.secrets
+    from_preset = sorted(n for n in preset.values if params.get(n) is None)
+    params |= {name: preset.values[name] for name in from_preset}
+    if from_preset:
+        notices = [*notices, f"Filled from the tool's presets: {', '.join(from_preset)}."]
     if manifest.kind == "http":  # no tool code: the console makes the request
         perform = httptool.performer(run, manifest, params, access, secrets, tool_policy)
         outcome = Supervisor(run, None, on_progress, perform=perform).run()
@@ -294,11 +322,14 @@ def _execute(
 
     root = work_dir(run)
     tool_dir = materialize(run.version, root / "tool")
+    params, files, file_params = input_files.files_for_code(manifest, params)
     request = runner.RunRequest(
         tool_dir=tool_dir,
         language=manifest.language,
         entry=entry,
         params=params,
+        input_files=files,
+        file_params=file_params,
         tool_call_id=str(run.pk),
         env=env,
         secrets=secrets,
@@ -508,6 +539,7 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
             isolation_reason=isolation_reason(outcome.isolation)[:500],
             spare=outcome.spare,
             network_policy=outcome.network_policy,
+            response=outcome.response,
             exit_code=outcome.exit_code,
             duration=outcome.duration,
             error="",

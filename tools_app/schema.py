@@ -29,6 +29,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from tools_app import input_files
 from tools_app.toolmd import InputSpec, Manifest
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -38,16 +39,26 @@ _JSON_TYPES = {"string": "string", "number": "number", "integer": "integer"}
 _JSON_TYPES |= {"boolean": "boolean", "enum": "string"}
 
 
-# A file travels inside params as base64 text (the run form and agents send it so).
-_FILE = {"type": "string", "contentEncoding": "base64"}
+# A file travels inside params as an object with its bytes in base64 (the run form builds
+# it from an upload; agents send it so). tools_app/input_files.py checks size and encoding.
+_FILE = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 255},
+        "mime_type": {"type": "string", "maxLength": 255},
+        "data": {"type": "string", "contentEncoding": "base64"},
+    },
+    "required": ["name", "data"],
+    "additionalProperties": False,
+}
 
 
 def _property(spec: InputSpec) -> dict[str, Any]:
     prop: dict[str, Any] = {"description": spec.description}
     if spec.type == "file":
-        prop |= _FILE
+        prop |= copy.deepcopy(_FILE)
     elif spec.type == "file[]":
-        prop |= {"type": "array", "items": dict(_FILE)}
+        prop |= {"type": "array", "items": copy.deepcopy(_FILE)}
     elif spec.type != "json":  # json: any JSON value
         prop["type"] = _JSON_TYPES[spec.type]
     if spec.type == "enum":
@@ -150,7 +161,8 @@ def tool_entry(
             "label": manifest.label,
             "description": manifest.description,
             "version": manifest.version,
-            "language": manifest.language,
+            # An http tool has no language (its parsed default would be a lie).
+            "language": "http" if manifest.kind == "http" else manifest.language,
             "integrations": list(manifest.integrations),
             "timeout": manifest.timeout,
             "network": manifest.network,
@@ -196,7 +208,9 @@ def tool_entry(
     raise ValueError(f"unknown registry format {fmt!r}; use one of {', '.join(FORMATS)}")
 
 
-def validate_params(manifest: Manifest, params: object) -> tuple[dict[str, Any], list[str]]:
+def validate_params(
+    manifest: Manifest, params: object, *, model: bool = False
+) -> tuple[dict[str, Any], list[str]]:
     """Check `params` against the tool's inputs and fill in defaults.
 
     Returns (params with defaults, errors), every error as "path: message", all of them.
@@ -209,8 +223,10 @@ def validate_params(manifest: Manifest, params: object) -> tuple[dict[str, Any],
         if spec.has_default and name not in filled:
             filled[name] = copy.deepcopy(spec.default)
 
-    validator = Draft202012Validator(input_schema(manifest, for_caller=True))
-    errors = [_message(manifest, error) for error in validator.iter_errors(filled)]
+    # `model`: the caller is a model (MCP), which fills only what the model formats list.
+    validator = Draft202012Validator(input_schema(manifest, for_model=model, for_caller=not model))
+    errors = [_message(manifest, error, model=model) for error in validator.iter_errors(filled)]
+    errors += input_files.problems(manifest, filled)
     for name, value in filled.items():
         if isinstance(value, float) and not math.isfinite(value) and name in manifest.inputs:
             errors.append(f"{name}: must be a finite number")
@@ -264,7 +280,7 @@ def _json_kind(value: object) -> str:
     return type(value).__name__
 
 
-def _message(manifest: Manifest, error: ValidationError) -> str:
+def _message(manifest: Manifest, error: ValidationError, *, model: bool = False) -> str:
     path = ".".join(str(part) for part in error.absolute_path) or "params"
     name = str(error.absolute_path[0]) if error.absolute_path else ""
     spec = manifest.inputs.get(name)
@@ -273,12 +289,20 @@ def _message(manifest: Manifest, error: ValidationError) -> str:
         return f"{missing}: is required"
     if error.validator == "additionalProperties":
         # Hidden inputs are the executor's to fill (an integration), never a caller's.
-        callable_ = [n for n, spec in manifest.inputs.items() if spec.visibility != "hidden"]
+        callable_ = [
+            n
+            for n, spec in manifest.inputs.items()
+            if (spec.model_visible if model else spec.visibility != "hidden")
+        ]
         unknown = sorted(str(key) for key in error.instance if key not in callable_)
         allowed = ", ".join(callable_) or "none"
         return f"{', '.join(unknown)}: unknown parameter (allowed: {allowed})"
-    if spec is not None and error.validator == "type":
+    if spec is not None and error.validator == "type" and len(error.absolute_path) == 1:
         wanted = "true or false" if spec.type == "boolean" else f"{_article(spec.type)}"
+        if spec.type == "file":
+            wanted = 'a file object {"name", "mime_type", "data" (base64)}'
+        elif spec.type == "file[]":
+            wanted = "an array of file objects"
         return f"{path}: must be {wanted}, got {_json_kind(error.instance)}"
     if spec is not None and error.validator == "enum":
         shown = "the value" if spec.sensitive else repr(error.instance)

@@ -6,6 +6,7 @@ from tools_app.views import (
     home,
     integrations,
     openapi,
+    presets,
     runs,
     system,
     tokens,
@@ -38,6 +39,9 @@ urlpatterns = [
     path("tools/<str:name>/unpublish/", editor.tool_unpublish, name="tool_unpublish"),
     path("tools/<str:name>/disable/", editor.tool_disable, name="tool_disable"),
     path("tools/<str:name>/enable/", editor.tool_enable, name="tool_enable"),
+    path("tools/<str:name>/presets/", presets.tool_presets, name="tool_presets"),
+    path("tools/<str:name>/presets/clear/", presets.tool_preset_clear, name="tool_preset_clear"),
+    path("tools/<str:name>/samples/", presets.tool_samples, name="tool_samples"),
     # A tool's page, one URL per tab (Versions is tool_versions above).
     path("tools/<str:name>/", tools.tool_detail, name="tool"),
     path("tools/<str:name>/inputs/", tools.tool_inputs, name="tool_inputs"),
@@ -52,6 +56,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", runs.run_detail, name="run"),
     path("runs/<uuid:run_id>/updates/", runs.run_updates, name="run_updates"),
     path("runs/<uuid:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
+    path("runs/<uuid:run_id>/sample/", presets.run_save_sample, name="run_save_sample"),
     path(
         "runs/<uuid:run_id>/artifacts/<int:artifact_id>/",
         runs.run_artifact,

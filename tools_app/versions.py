@@ -5,6 +5,8 @@ change is validated the same way, written atomically and audited."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -197,3 +199,37 @@ def rollback(
                 {"from": number, "version": saved.version.number},
             )
     return saved
+
+
+SAMPLE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def add_sample(
+    tool: Tool,
+    name: str,
+    *,
+    source: str,
+    status: int,
+    body: object,
+    actor: Actor,
+    base: int | None = None,
+) -> SaveResult:
+    """A new draft version: the latest one plus `samples/<name>.json` (DESIGN.md section 8),
+    a documented or recorded response that lets the tool's output paths be verified. Goes
+    through save_version, so it is validated, audited and conflict-checked like an edit.
+    `body` must already be redacted (a recorded response) or public (a documented one)."""
+    if not SAMPLE_NAME_RE.fullmatch(name):
+        raise ValueError(f"{name!r} is not a sample name (a-z, 0-9, _ and -)")
+    latest = tool.versions.order_by("-number").first()
+    if latest is None:
+        raise ValueError(f"{tool.name} has no version to add a sample to")
+    sample = {"source": source, "status": status, "body": body}
+    text = json.dumps(sample, indent=2, ensure_ascii=False) + "\n"
+    files = {**latest.file_bytes(), f"samples/{name}.json": text.encode("utf-8")}
+    return save_version(
+        tool.name,
+        files,
+        actor=actor,
+        note=f"sample {name} from {source}",
+        base=latest.number if base is None else base,
+    )

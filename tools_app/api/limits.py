@@ -19,6 +19,11 @@ from tools_app.forms.runs import MAX_RAW_PARAMS
 MAX_PARAMS_BYTES = MAX_RAW_PARAMS
 # Room for the envelope: {"params": ..., "version": N} and some whitespace.
 MAX_BODY_BYTES = MAX_PARAMS_BYTES + 4096
+# `file` inputs travel base64 inside params (tools_app/input_files.py, 10 MiB each): their
+# `data` does not count towards MAX_PARAMS_BYTES, and a body up to this size is read, but
+# only for a request whose token is valid (an anonymous one is refused unread as before).
+# Below DATA_UPLOAD_MAX_MEMORY_SIZE (25 MiB), which Django enforces when it reads a body.
+MAX_FILES_BODY_BYTES = 24 * 1024 * 1024
 TOO_LARGE = "request too large"
 
 
@@ -40,8 +45,17 @@ def capped_body(view: Callable) -> Callable:
     def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         size = declared_length(request)
         if size > MAX_BODY_BYTES:
-            exc = too_large("the request body", size, MAX_BODY_BYTES)
-            return error_response(413, TOO_LARGE, exc.detail)
+            limit = MAX_FILES_BODY_BYTES if _valid_token(request) else MAX_BODY_BYTES
+            if size > limit:
+                exc = too_large("the request body", size, limit)
+                return error_response(413, TOO_LARGE, exc.detail)
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def _valid_token(request: HttpRequest) -> bool:
+    from tools_app.models import AgentToken
+
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and AgentToken.authenticate(raw.strip()) is not None

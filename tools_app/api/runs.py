@@ -17,7 +17,7 @@ from django.urls import reverse
 from ninja import Query, Router, Schema
 from ninja.decorators import decorate_view
 
-from tools_app import runs
+from tools_app import input_files, runs
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import visible_tool, visible_version
 from tools_app.api.errors import ApiError
@@ -120,7 +120,9 @@ def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
         version = tool.published_version
     params = {} if body.params is None else body.params
     # surrogatepass: a lone surrogate (\ud800) is still counted; validation judges it.
-    text = json.dumps(params, ensure_ascii=False, separators=(",", ":"))
+    # File bytes are judged per file (10 MiB each) by validation, not by this cap.
+    counted = input_files.without_data(runs.manifest_of(version), params)
+    text = json.dumps(counted, ensure_ascii=False, separators=(",", ":"))
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_PARAMS_BYTES:
         raise too_large("params", size, MAX_PARAMS_BYTES)

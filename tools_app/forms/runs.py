@@ -3,6 +3,7 @@ twin, and the run history filters."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -10,6 +11,7 @@ from urllib.parse import unquote_to_bytes
 from django import forms
 from django.contrib.auth import get_user_model
 
+from tools_app import input_files
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
@@ -33,6 +35,73 @@ def undecodable_names(body: bytes) -> set[str]:
     return names
 
 
+class JsonInputField(forms.CharField):
+    """A `json` input: a textarea checked as JSON (static/js/json-input.js checks it as it
+    is typed and pretty-prints it); the error names the input and where the text broke."""
+
+    def __init__(self, **kwargs) -> None:
+        attrs = {"rows": 6, "spellcheck": "false", "class": "code"}
+        attrs["data-json-editor"] = kwargs.get("label", "")
+        super().__init__(strip=True, widget=forms.Textarea(attrs=attrs), **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+    def to_python(self, value: Any) -> Any:
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"{self.label}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from None
+        except (ValueError, RecursionError):
+            raise forms.ValidationError(
+                f"{self.label}: not usable JSON: a number is too long or the nesting is too deep."
+            ) from None
+
+
+def file_object(upload) -> dict[str, Any]:
+    """An upload as the file object the API takes (tools_app/input_files.py)."""
+    if upload.size > input_files.MAX_FILE:
+        raise forms.ValidationError(
+            f"{upload.name}: the file is larger than {input_files.MAX_FILE // (1024 * 1024)} MiB."
+        )
+    data = b"".join(upload.chunks())
+    return {
+        "name": input_files.safe_name(upload.name or "file"),
+        "mime_type": upload.content_type or "application/octet-stream",
+        "data": base64.b64encode(data).decode("ascii"),
+    }
+
+
+class UploadField(forms.FileField):
+    def clean(self, data: Any, initial: Any = None) -> Any:
+        upload = super().clean(data, initial)
+        return file_object(upload) if upload else None
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleUploadField(forms.FileField):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(widget=MultipleFileInput(attrs={"multiple": True}), **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> Any:
+        uploads = data if isinstance(data, list | tuple) else ([data] if data else [])
+        if not uploads:
+            if self.required:
+                raise forms.ValidationError(self.error_messages["required"], code="required")
+            return None
+        return [file_object(super(MultipleUploadField, self).clean(u, initial)) for u in uploads]
+
+
 def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
     """The form field of one input: its type, its default (or the value used last),
     its description as help. Sensitive inputs are password fields and never pre-filled."""
@@ -54,9 +123,12 @@ def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
         return forms.FloatField(required=required, initial=value, **common)
     if spec.type == "integer":
         return forms.IntegerField(required=required, initial=value, **common)
-    if spec.type in ("json", "file", "file[]"):
-        # A plain JSON box until the run form has its own json and file widgets.
-        return forms.JSONField(required=required, initial=value, **common)
+    if spec.type == "json":
+        return JsonInputField(required=required, initial=value, **common)
+    if spec.type == "file":
+        return UploadField(required=required, **common)
+    if spec.type == "file[]":
+        return MultipleUploadField(required=required, **common)
     if spec.type == "boolean":
         if spec.optional and not spec.has_default:
             # Unset, yes or no: a checkbox could not say "leave it to the tool".
@@ -73,15 +145,26 @@ class RunForm(forms.Form):
     else: any other field name could collide with an input's)."""
 
     def __init__(
-        self, *args, manifest: Manifest, last: dict[str, Any] | None = None, **kwargs
+        self,
+        *args,
+        manifest: Manifest,
+        last: dict[str, Any] | None = None,
+        preset: frozenset[str] = frozenset(),
+        **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.manifest = manifest
+        self.preset = preset
         last = last or {}
         for name, spec in manifest.inputs.items():
             if spec.visibility == "hidden":  # an integration fills it, never a person
                 continue
-            self.fields[name] = field_for(spec, last.get(name))
+            self.fields[name] = field = field_for(spec, last.get(name))
+            if name in preset:
+                # A person may type their own value; left empty, the admin's preset fills it.
+                field.required = False
+                field.initial = None
+                field.help_text = f"{spec.description} Preset by an admin: leave empty to use it."
 
     def refuse_undecodable(self, names: set[str]) -> None:
         for name in names & set(self.fields):
@@ -96,7 +179,7 @@ class RunForm(forms.Form):
                 continue
             value = self.cleaned_data.get(name)
             unset = value is None or (value == "" and spec.type in ("string", "enum"))
-            if unset and (spec.optional or spec.has_default):
+            if unset and (spec.optional or spec.has_default or name in self.preset):
                 continue
             params[name] = value
         return params
@@ -157,7 +240,9 @@ def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:
     shown = {
         name: value
         for name, value in values.items()
-        if name in manifest.inputs and not manifest.inputs[name].sensitive
+        if name in manifest.inputs
+        and not manifest.inputs[name].sensitive
+        and manifest.inputs[name].type not in input_files.FILE_TYPES  # names, not bytes
     }
     return json.dumps(shown, indent=2, ensure_ascii=False)
 

@@ -19,6 +19,7 @@ class RotationResult:
     rotated: int
     already_current: int
     runs: int = 0  # queued runs whose sealed sensitive inputs were re-encrypted too
+    presets: int = 0  # sensitive tool presets (tools_app/presets.py) re-encrypted too
 
     @property
     def total(self) -> int:
@@ -65,7 +66,8 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
             rotated += len(done)
             last_pk = rows[-1].pk
     runs = _rotate_sealed_runs() if failure is None else 0
-    result = RotationResult(rotated=rotated, already_current=already, runs=runs)
+    presets = _rotate_presets() if failure is None else 0
+    result = RotationResult(rotated=rotated, already_current=already, runs=runs, presets=presets)
     if failure is not None:
         integration_slug = (
             Integration.objects.filter(pk=failure[0]).values_list("slug", flat=True).first() or "?"
@@ -85,7 +87,7 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
         actor,
         "integrations.rotate_keys",
         summary=f"re-encrypted {rotated} secrets under the first key ({already} already were)",
-        data={"rotated": rotated, "already_current": already, "runs": runs},
+        data={"rotated": rotated, "already_current": already, "runs": runs, "presets": presets},
     )
     return result
 
@@ -122,4 +124,23 @@ def _rotate_sealed_runs() -> int:
             continue
         # Only if unchanged meanwhile (the run may have started and cleared it).
         count += Run.objects.filter(pk=pk, sealed_params=sealed).update(sealed_params=new)
+    return count
+
+
+def _rotate_presets() -> int:
+    """Sensitive tool presets are encrypted like secrets: re-encrypt those not under the
+    first key. One no key decrypts is left alone; runs then fail saying so."""
+    from tools_app.models import ToolPreset
+
+    primary = vault.primary_key_id()
+    count = 0
+    pending = ToolPreset.objects.filter(sensitive=True).exclude(key_id=primary)
+    for pk, token in pending.values_list("pk", "ciphertext").iterator():
+        try:
+            new, kid = vault.rotate(token, what="a tool preset")
+        except vault.VaultError:
+            continue
+        count += ToolPreset.objects.filter(pk=pk, ciphertext=token).update(
+            ciphertext=new, key_id=kid
+        )
     return count

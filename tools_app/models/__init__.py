@@ -1,5 +1,6 @@
 from tools_app.models.audit import AuditEvent
 from tools_app.models.integrations import Integration, IntegrationSecret
+from tools_app.models.presets import ToolPreset
 from tools_app.models.runs import Run, RunArtifact, RunUpdate
 from tools_app.models.tokens import AgentToken
 from tools_app.models.tools import Tool, ToolVersion
@@ -14,6 +15,7 @@ __all__ = [
     "RunArtifact",
     "RunUpdate",
     "Tool",
+    "ToolPreset",
     "ToolVersion",
     "WorkerHeartbeat",
 ]

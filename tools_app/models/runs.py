@@ -69,6 +69,9 @@ class Run(models.Model):
     # The egress policy the run had (tools_app/egress.py), as shown on the run page.
     network_policy = models.TextField(blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
+    # An http tool's JSON response, redacted ({"status", "body"}), so a developer can keep
+    # it as a sample (DESIGN.md section 8); null for code tools and other responses.
+    response = models.JSONField(null=True, blank=True)
     # Wall-time limit in seconds when the caller lowered or raised the tool's own
     # (`run_tool --timeout`); null means the manifest's `timeout`.
     timeout = models.FloatField(null=True, blank=True)

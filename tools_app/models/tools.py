@@ -15,6 +15,9 @@ class Language(models.TextChoices):
     JAVASCRIPT = "javascript"
     BASH = "bash"
     PYTHON = "python"
+    # Not a language: kind: http tools run no code, and the list says so rather than
+    # the parser's default language (DESIGN.md section 8).
+    HTTP = "http", "http (no code)"
 
 
 class ToolQuerySet(models.QuerySet):
@@ -74,7 +77,10 @@ class Tool(models.Model):
     def copy_manifest(self, manifest: Mapping) -> None:
         self.label = manifest.get("label") or manifest["name"]
         self.description = manifest.get("description", "")
-        self.language = manifest.get("language", Language.TYPESCRIPT)
+        if manifest.get("kind") == "http":
+            self.language = Language.HTTP
+        else:
+            self.language = manifest.get("language", Language.TYPESCRIPT)
         slugs = manifest.get("integrations") or []
         self.integration_slugs = f",{','.join(slugs)}," if slugs else ""
 

@@ -237,6 +237,7 @@ class _Execution:
         self.updates = 0
         self.oom_kills = 0
         self.artifacts: list[Artifact] = []
+        self.inputs_written = False
         self.log = Tail(self.limits.stderr_tail_bytes)
         self.stdout = Head(self.limits.max_result_bytes)  # bash: the result
         self.stdout_tail = Tail(MESSAGE_TAIL_BYTES)  # bash: quoted when it fails
@@ -254,6 +255,13 @@ class _Execution:
     def _params(self, paths: sandbox.ToolPaths) -> dict[str, Any]:
         """The params, with `output_path` turned into a path inside TOOL_OUTPUT_DIR."""
         params = dict(self.request.params)
+        self._write_input_files()
+        for name in self.request.file_params:
+            value = params.get(name)
+            if isinstance(value, list):
+                params[name] = [f"{paths.home}/{rel}" for rel in value]
+            elif isinstance(value, str):
+                params[name] = f"{paths.home}/{value}"
         if "output_path" in params:
             raw = str(params["output_path"] or "")
             parts = [p for p in PurePosixPath(raw).parts if p not in ("/", ".", "..")]
@@ -271,6 +279,27 @@ class _Execution:
     def _make_output_dirs(self) -> None:
         if self.output_parent is not None:
             privilege.make_dirs(self._output_view(), self.output_parent)
+
+    def _write_input_files(self) -> None:
+        """The run's `file` inputs, into its work dir (inside the disk quota), readable by
+        the tool's uid. The relative paths were made safe by tools_app/input_files.py.
+        A cold rootless run mounts its quota only when its sandbox starts: until then the
+        files would land under the mount, so they wait for quota.pin."""
+        if not self.request.input_files or self.inputs_written:
+            return
+        if self.isolation == "bwrap" and sandbox.rootless() and not quota.pinned(self.dirs.root):
+            return
+        home = quota.view(self.dirs.root) / "home"
+        for rel, data in self.request.input_files.items():
+            relative = PurePosixPath(rel)
+            if relative.is_absolute() or ".." in relative.parts:
+                continue  # never outside the work dir, whoever built the request
+            privilege.make_dirs(home, Path(*relative.parent.parts))
+            target = home / Path(*relative.parts)
+            with open(target, "xb") as out:
+                out.write(data)
+            privilege.give(target, 0o644)
+        self.inputs_written = True
 
     def _argv(self, paths: sandbox.ToolPaths) -> list[str]:
         request = self.request
@@ -361,6 +390,7 @@ class _Execution:
                 if rootless:  # the quota is mounted in the run's namespaces: reach it
                     quota.pin(self.dirs.root, self.proc.pid)
                     self._make_output_dirs()
+                    self._write_input_files()
                 if policy is not None:
                     self.net = network.Network.attach(self.proc.pid, policy, rootless=rootless)
                     self.net.ready()  # bash runs tool code right after the gate opens

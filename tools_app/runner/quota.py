@@ -173,6 +173,12 @@ def _forget_pins_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_pins_in_child)
 
 
+def pinned(root: Path) -> bool:
+    """Whether the runner holds the run's quota file system (a rootless run, once started)."""
+    key = _key(root)
+    return key is not None and key in _pinned
+
+
 def view(root: Path) -> Path:
     """Where the runner reads and writes the run's disk/ (home, output, tmp)."""
     key = _key(root)

@@ -37,6 +37,11 @@ class RunRequest:
     # Where a network: true run may connect (tools_app/egress.py); None: the policy of
     # CONSOLE_TOOL_NETWORK_ALLOW alone.
     egress: Policy | None = None
+    # `file` inputs (tools_app/input_files.py): path relative to the work dir -> bytes,
+    # written before the tool starts; the params named in file_params hold those relative
+    # paths (or lists of them), made absolute as the tool sees its work dir.
+    input_files: dict[str, bytes] = field(default_factory=dict)
+    file_params: tuple[str, ...] = ()
 
 
 @dataclass
@@ -58,3 +63,4 @@ class RunOutcome:
     notices: list[str] = field(default_factory=list)
     spare: bool = False  # started in a spare sandbox (standby.py) rather than cold
     network_policy: str = ""  # the egress policy the run had, for people (network.py)
+    response: dict[str, Any] | None = None  # an http tool's redacted JSON response

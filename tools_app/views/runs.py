@@ -28,7 +28,15 @@ from tools_app.forms.runs import (
     raw_initial,
     undecodable_names,
 )
-from tools_app.models import AgentToken, Run, RunArtifact, RunUpdate, Tool, ToolVersion
+from tools_app.models import (
+    AgentToken,
+    Run,
+    RunArtifact,
+    RunUpdate,
+    Tool,
+    ToolPreset,
+    ToolVersion,
+)
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.views.lists import HtmxHttpRequest, render_list
@@ -60,7 +68,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     if request.GET.get("defaults"):  # "Reset to defaults": the manifest's values only
         last = {}
 
-    form = RunForm(manifest=manifest, last=last)
+    preset = frozenset(ToolPreset.objects.filter(tool=tool).values_list("input", flat=True))
+    form = RunForm(manifest=manifest, last=last, preset=preset)
     raw = RawParamsForm(initial={"params": raw_initial(manifest, last)})
     json_mode = request.method == "POST" and RAW_MODE_FIELD in request.POST
     if request.method == "POST":
@@ -68,7 +77,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         if json_mode:
             raw = bound = RawParamsForm(request.POST)
         else:
-            form = bound = RunForm(request.POST, manifest=manifest)
+            form = bound = RunForm(request.POST, request.FILES, manifest=manifest, preset=preset)
         run = _start(request, version, bound)
         if run is not None:
             return redirect("run", run_id=run.pk)
@@ -151,7 +160,7 @@ def _last_params(tool: Tool, user) -> dict:
 def _run_or_404(run_id: uuid.UUID) -> Run:
     run = get_object_or_404(
         Run.objects.select_related("tool", "version", "user", "token").defer(
-            "sealed_params", "version__files", "version__toolmd"
+            "sealed_params", "response", "version__files", "version__toolmd"
         ),
         pk=run_id,
     )
@@ -205,10 +214,21 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
         "can_run": has_role(request.user, DEVELOPER),
         "can_download": run.can_download(Actor(user=request.user)),
         "can_cancel": may_cancel(request.user, run),
+        "can_save_sample": _can_save_sample(request, run),
         "poll_interval": POLL_INTERVAL,
         # A queued run says whether anyone will pick it up (one query).
         "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,
     }
+
+
+def _can_save_sample(request: HttpRequest, run: Run) -> bool:
+    """A developer may keep a successful http run's response as a sample (views/presets)."""
+    return (
+        run.status == RunStatus.SUCCEEDED
+        and run.version.manifest.get("kind") == "http"
+        and has_role(request.user, DEVELOPER)
+        and Run.objects.filter(pk=run.pk, response__isnull=False).exists()
+    )
 
 
 @require_safe

@@ -1,0 +1,143 @@
+"""A tool's presets for its user-only inputs (admins) and its response samples
+(developers): keeping a run's response, or pasting a documented one (DESIGN.md section 8).
+State changes go through tools_app.presets and tools_app.versions."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from tools_app import presets, runs
+from tools_app.audit import Actor
+from tools_app.forms.presets import ClearPresetForm, DocumentedSampleForm, PresetForm
+from tools_app.httpchecks import read_samples
+from tools_app.models import Run, Tool, ToolPreset, ToolVersion
+from tools_app.models.runs import RunStatus
+from tools_app.roles import ADMIN, DEVELOPER, role_required
+from tools_app.versions import InvalidTool, VersionConflict, add_sample
+from tools_app.views.tools import get_tool_or_404
+
+
+def _latest(tool: Tool) -> ToolVersion:
+    return get_object_or_404(ToolVersion, tool=tool, number=tool.latest_number)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def tool_presets(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    manifest = runs.manifest_of(_latest(tool))
+    inputs = presets.presettable(manifest)
+    form = PresetForm(request.POST or None, inputs=inputs)
+    if request.method == "POST" and form.is_valid():
+        spec = inputs[form.cleaned_data["input"]]
+        try:
+            presets.set_preset(
+                tool,
+                spec,
+                form.cleaned_data["typed"],
+                sensitive=form.cleaned_data["sensitive"],
+                actor=Actor.from_request(request),
+            )
+        except presets.PresetError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Preset for {spec.name} saved.")
+            return redirect("tool_presets", name=tool.name)
+    stored = {p.input: p for p in ToolPreset.objects.of(tool).select_related("set_by")}
+    context = {
+        "tool": tool,
+        "rows": [(name, spec, stored.get(name)) for name, spec in inputs.items()],
+        "form": form,
+    }
+    status = 400 if request.method == "POST" else 200
+    return render(request, "tools/presets.html", context, status=status)
+
+
+@require_POST
+@role_required(ADMIN)
+def tool_preset_clear(request: HttpRequest, name: str) -> HttpResponse:
+    tool = get_tool_or_404(name)
+    form = ClearPresetForm(request.POST)
+    if form.is_valid() and presets.clear_preset(
+        tool, form.cleaned_data["input"], actor=Actor.from_request(request)
+    ):
+        messages.success(request, f"Preset for {form.cleaned_data['input']} removed.")
+    else:
+        messages.error(request, "There was no such preset.")
+    return redirect("tool_presets", name=tool.name)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(DEVELOPER)
+def tool_samples(request: HttpRequest, name: str) -> HttpResponse:
+    """The samples of the latest version, and a form to paste a documented response."""
+    tool = get_tool_or_404(name)
+    latest = _latest(tool)
+    form = DocumentedSampleForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            saved = add_sample(
+                tool,
+                data["name"],
+                source=data["source"],
+                status=data["status"],
+                body=data["body"],
+                actor=Actor.from_request(request),
+                base=latest.number,
+            )
+        except (InvalidTool, VersionConflict, ValueError) as exc:
+            form.add_error(None, _why(exc))
+        else:
+            messages.success(
+                request, f"Saved samples/{data['name']}.json as version {saved.version.number}."
+            )
+            return redirect("tool_samples", name=tool.name)
+    samples, _problems = read_samples(latest.file_bytes(), "")
+    context = {"tool": tool, "version": latest, "samples": samples, "form": form}
+    status = 400 if request.method == "POST" else 200
+    return render(request, "tools/samples.html", context, status=status)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, InvalidTool):
+        return "The sample cannot be saved: " + "; ".join(str(p) for p in exc.problems[:5])
+    if isinstance(exc, VersionConflict):
+        return f"Version {exc.latest.number} was saved meanwhile; reload the page and try again."
+    return str(exc)
+
+
+@require_POST
+@role_required(DEVELOPER)
+def run_save_sample(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
+    """Keep a successful http run's (already redacted) response as a sample of its tool,
+    in a new draft version, with the run id as its source."""
+    run = get_object_or_404(Run.objects.select_related("tool"), pk=run_id)
+    if run.status != RunStatus.SUCCEEDED or not isinstance(run.response, dict):
+        raise Http404("This run kept no response to save.")
+    try:
+        saved = add_sample(
+            run.tool,
+            f"run-{run.pk.hex[:12]}",
+            source=str(run.pk),
+            status=run.response.get("status", 200),
+            body=run.response.get("body"),
+            actor=Actor.from_request(request),
+        )
+    except (InvalidTool, VersionConflict, ValueError) as exc:
+        messages.error(request, _why(exc))
+        return redirect("run", run_id=run.pk)
+    if saved.created:
+        messages.success(
+            request,
+            f"Saved the response as samples/run-{run.pk.hex[:12]}.json in draft version "
+            f"{saved.version.number} of {run.tool.name}.",
+        )
+    else:
+        messages.info(request, "The latest version already holds this sample.")
+    return redirect("tool_samples", name=run.tool.name)
