@@ -38,13 +38,9 @@ document.addEventListener("securitypolicyviolation", (event) => {
 
 
 @contextmanager
-def browser_context(
-    live_server, *, user=None, viewport: dict | None = None, timeout_ms: int = 20_000
-) -> Iterator:
-    """A Playwright browser context on `live_server`, logged in as `user` if given.
-
-    Every page it opens is watched for Content-Security-Policy violations: a test that
-    ends normally fails if any occurred (context.csp_violations lists them meanwhile)."""
+def chromium() -> Iterator:
+    """Chromium launched through Playwright; a test module may share one across its tests
+    (browser_context(..., browser=it)) instead of starting one per test."""
     require(not Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
@@ -56,40 +52,62 @@ def browser_context(
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(
-                base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}
-            )
-            context.set_default_timeout(timeout_ms)
-            violations: list[str] = []
-            context.csp_violations = violations  # type: ignore[attr-defined]
-            context.add_init_script(REPORT_CSP_VIOLATIONS)
-
-            def note_violation(message) -> None:
-                if any(mark in message.text for mark in CSP_MARKS):
-                    violations.append(f"{message.page and message.page.url}: {message.text}")
-
-            context.on("console", note_violation)
-            if user is not None:
-                client = Client()
-                client.force_login(user)
-                session = client.cookies[settings.SESSION_COOKIE_NAME].value
-                context.add_cookies(
-                    [
-                        {
-                            "name": settings.SESSION_COOKIE_NAME,
-                            "value": session,
-                            "url": live_server.url,
-                        }
-                    ]
-                )
             try:
-                yield context
-                assert violations == [], f"Content-Security-Policy violations: {violations}"
+                yield browser
             finally:
-                context.close()
                 browser.close()
     finally:
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@contextmanager
+def browser_context(
+    live_server,
+    *,
+    user=None,
+    viewport: dict | None = None,
+    timeout_ms: int = 20_000,
+    browser=None,
+) -> Iterator:
+    """A Playwright browser context on `live_server`, logged in as `user` if given, in
+    `browser` (from chromium()) or in a Chromium of its own.
+
+    Every page it opens is watched for Content-Security-Policy violations: a test that
+    ends normally fails if any occurred (context.csp_violations lists them meanwhile)."""
+    if browser is None:
+        with (
+            chromium() as own,
+            browser_context(
+                live_server, user=user, viewport=viewport, timeout_ms=timeout_ms, browser=own
+            ) as context,
+        ):
+            yield context
+        return
+    context = browser.new_context(
+        base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}
+    )
+    context.set_default_timeout(timeout_ms)
+    violations: list[str] = []
+    context.csp_violations = violations  # type: ignore[attr-defined]
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
+
+    def note_violation(message) -> None:
+        if any(mark in message.text for mark in CSP_MARKS):
+            violations.append(f"{message.page and message.page.url}: {message.text}")
+
+    context.on("console", note_violation)
+    if user is not None:
+        client = Client()
+        client.force_login(user)
+        session = client.cookies[settings.SESSION_COOKIE_NAME].value
+        context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}]
+        )
+    try:
+        yield context
+        assert violations == [], f"Content-Security-Policy violations: {violations}"
+    finally:
+        context.close()
