@@ -146,10 +146,15 @@ def lexer_for(filename: str, code: str) -> Lexer:
 def highlight(code: str, filename: str, *, plain: bool = False) -> SafeString:
     """HTML for a source file: Pygments-highlighted, or escaped plain text when too big
     (or when the caller asks for `plain`)."""
+    # The box scrolls sideways (long lines, narrow screens): tabindex lets a keyboard
+    # reach it to scroll it.
     if plain or len(code) > MAX_HIGHLIGHT_CHARS:
-        return mark_safe(f'<pre class="{HIGHLIGHT_CSS_CLASS} plain">{escape(code)}</pre>')  # noqa: S308
+        html = f'<pre class="{HIGHLIGHT_CSS_CLASS} plain" tabindex="0">{escape(code)}</pre>'
+        return mark_safe(html)  # noqa: S308
     formatter = HtmlFormatter(cssclass=HIGHLIGHT_CSS_CLASS, linenos="table", wrapcode=True)
-    return mark_safe(pygments_highlight(code, lexer_for(filename, code), formatter))  # noqa: S308
+    html = pygments_highlight(code, lexer_for(filename, code), formatter)
+    opening = f'<div class="{HIGHLIGHT_CSS_CLASS}">'
+    return mark_safe(html.replace(opening, f'<div class="{HIGHLIGHT_CSS_CLASS}" tabindex="0">', 1))  # noqa: S308
 
 
 @functools.cache
@@ -162,7 +167,7 @@ def pygments_css() -> str:
     lines = [
         *formatter.get_background_style_defs(selectors),
         *formatter.get_token_style_defs(selectors),
-        f".{HIGHLIGHT_CSS_CLASS} .linenos {{ color: #8a93a3; user-select: none; }}",
+        f".{HIGHLIGHT_CSS_CLASS} .linenos {{ color: #5b6576; user-select: none; }}",
     ]
     return "\n".join(lines) + "\n"
 
