@@ -63,7 +63,7 @@ def section(page: str, section_id: str) -> str:
 
 
 def registry_json(page: str) -> dict:
-    match = re.search(r'<pre id="registry-json" class="json">(.*?)</pre>', page, re.S)
+    match = re.search(r'<pre id="registry-json" class="json" tabindex="0">(.*?)</pre>', page, re.S)
     assert match
     return json.loads(html.unescape(match.group(1)))
 
@@ -160,7 +160,7 @@ def test_it_highlights_the_entry_source(viewer_client, make_tool):
 
     assert "<code>index.py</code>" in source
     assert "entry file" in source
-    assert '<div class="highlight">' in source
+    assert '<div class="highlight" tabindex="0">' in source  # a keyboard can scroll it
     assert '<span class="k">def</span>' in source
     assert '<span class="nf">execute</span>' in source
 
