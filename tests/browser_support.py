@@ -26,6 +26,9 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = REPO / "test-artifacts"
+# axe-core from npm, copied here by `npm run build` (dev.py build_assets).
+AXE = REPO / "tests" / "build" / "axe.min.js"
+AXE_BLOCKING = ("serious", "critical")
 # Chromium reports a blocked script, handler, style or load on the console ("... violates
 # the following Content Security Policy directive ..."); the listener below reports the
 # securitypolicyviolation event as well, in case a message's wording changes.
@@ -111,3 +114,20 @@ def browser_context(
         assert violations == [], f"Content-Security-Policy violations: {violations}"
     finally:
         context.close()
+
+
+def axe_violations(page) -> list[str]:
+    """axe's serious and critical violations on the page, one line each."""
+    require(not AXE.exists(), f"{AXE} is missing: run `npm run build` (dev.py does)")
+    # Evaluated through the DevTools protocol, which the page's Content-Security-Policy
+    # does not govern, so no test-only script is ever served by the console.
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text())
+    results = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [
+        f"{violation['id']} ({violation['impact']}): {violation['help']} at "
+        + ", ".join(" ".join(node["target"]) for node in violation["nodes"][:3])
+        + f" ({violation['nodes'][0]['failureSummary']})"
+        for violation in results["violations"]
+        if violation["impact"] in AXE_BLOCKING
+    ]

@@ -133,10 +133,9 @@ def pages_for(role: str) -> list[Page]:
 
 
 def visit(page, tour_page: Page, site: dict[str, str]) -> None:
-    """Open `tour_page` in the Playwright `page` (doing its `then`) and wait until it
-    has settled."""
+    """Open `tour_page` in the Playwright `page` (loaded, scripts run) and do its
+    `then`, which waits for what it does."""
     response = page.goto(tour_page.path.format(**site))
     assert response is not None
     if tour_page.then is not None:
         tour_page.then(page)
-    page.wait_for_load_state("networkidle")

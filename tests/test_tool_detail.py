@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import tool_files, toolmd_text
-from tools_app import schema, toolmd
+from tools_app import rendering, schema, toolmd
 from tools_app.audit import Actor
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource
@@ -368,5 +368,27 @@ def test_it_shows_bodies_built_to_stall_the_parser_as_plain_text(viewer_client, 
 
     docs = section(response.content.decode(), "docs")
     assert "too large or too complex to render as Markdown" in docs
-    assert re.search(r'<pre class="plain">\s*# Stall\s+\[\[\[', docs)
+    assert re.search(r'<pre class="plain" tabindex="0">\s*# Stall\s+\[\[\[', docs)
     assert "&lt;script&gt;x&lt;/script&gt;" in docs
+
+
+def test_it_lets_a_keyboard_reach_code_blocks_but_never_lets_a_body_set_tabindex():
+    """Code blocks scroll sideways on phones, so they get tabindex="0" (axe's
+    scrollable-region-focusable); a body's own tabindex would hijack the Tab order."""
+    body = (
+        "```python\nprint('hi')\n```\n\n"
+        '<pre tabindex="-1">raw</pre>\n\n<a href="/x" tabindex="1">jump</a>\n'
+    )
+
+    html_out = str(rendering.render_markdown(body))
+
+    class Tabindexes(HTMLParser):
+        found: list[tuple[str, str | None]] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found += [(tag, value) for name, value in attrs if name == "tabindex"]
+
+    parser = Tabindexes()
+    parser.feed(html_out)
+    assert '<pre tabindex="0"><code class="language-python">' in html_out
+    assert parser.found == [("pre", "0")]  # the fenced block's; the body's raw tags are text

@@ -92,9 +92,10 @@ def render_markdown(text: str) -> SafeString:
     if _too_costly(text):
         return mark_safe(  # noqa: S308 - escaped
             '<p class="notice">This text is too large or too complex to render as '
-            f'Markdown; it is shown as written.</p><pre class="plain">{escape(text)}</pre>'
+            "Markdown; it is shown as written.</p>"
+            f'<pre class="plain" tabindex="0">{escape(text)}</pre>'
         )
-    key = "markdown:v1:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    key = "markdown:v2:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     html = cache.get(key)
     if html is None:
         html = _render_markdown(text)
@@ -128,7 +129,9 @@ def _render_markdown(text: str) -> str:
         },
         strip_comments=True,
     )
-    return cleaned
+    # Code blocks scroll sideways (long lines, phones): tabindex lets a keyboard reach
+    # them to scroll. Added after cleaning, so a body can never set tabindex itself.
+    return cleaned.replace("<pre>", '<pre tabindex="0">')
 
 
 def _fence_languages(html: str) -> set[str]:
