@@ -52,6 +52,8 @@ def check_menu(page, tour_page: Page) -> None:
     menu.focus()
     page.keyboard.press("Enter")
     expect(link, f"{tour_page.name}: menu does not open").to_be_visible()
+    if tour_page.name == "tools":
+        page.screenshot(path=str(ARTIFACTS / "menu-open-390.png"))
     assert link.bounding_box()["x"] + link.bounding_box()["width"] <= PHONE["width"]
     page.keyboard.press("Enter")
     expect(link).to_be_hidden()

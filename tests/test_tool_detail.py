@@ -383,7 +383,9 @@ def test_it_lets_a_keyboard_reach_code_blocks_but_never_lets_a_body_set_tabindex
     html_out = str(rendering.render_markdown(body))
 
     class Tabindexes(HTMLParser):
-        found: list[tuple[str, str | None]] = []
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, str | None]] = []
 
         def handle_starttag(self, tag, attrs):
             self.found += [(tag, value) for name, value in attrs if name == "tabindex"]
