@@ -74,9 +74,11 @@ def browser_context(
     viewport: dict | None = None,
     timeout_ms: int = 20_000,
     browser=None,
+    **options,
 ) -> Iterator:
     """A Playwright browser context on `live_server`, logged in as `user` if given, in
-    `browser` (from chromium()) or in a Chromium of its own.
+    `browser` (from chromium()) or in a Chromium of its own. `options` go to Playwright's
+    new_context (java_script_enabled=False, ...).
 
     Every page it opens is watched for Content-Security-Policy violations: a test that
     ends normally fails if any occurred (context.csp_violations lists them meanwhile)."""
@@ -84,13 +86,18 @@ def browser_context(
         with (
             chromium() as own,
             browser_context(
-                live_server, user=user, viewport=viewport, timeout_ms=timeout_ms, browser=own
+                live_server,
+                user=user,
+                viewport=viewport,
+                timeout_ms=timeout_ms,
+                browser=own,
+                **options,
             ) as context,
         ):
             yield context
         return
     context = browser.new_context(
-        base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}
+        base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}, **options
     )
     context.set_default_timeout(timeout_ms)
     violations: list[str] = []

@@ -122,3 +122,28 @@ def test_it_shows_the_whole_nav_on_a_wide_screen(
         page.goto("/tools/")
         expect(page.locator(NAV_LINK)).to_be_visible()
         expect(page.locator(MENU)).to_be_hidden()
+
+
+def test_it_opens_the_menu_from_the_keyboard_without_javascript(
+    live_server, console_admin, transactional_db, browser
+):
+    from playwright.sync_api import expect
+
+    with browser_context(
+        live_server,
+        user=console_admin,
+        viewport=PHONE,
+        browser=browser,
+        java_script_enabled=False,
+    ) as context:
+        page = context.new_page()
+        page.goto("/runs/")
+        page.keyboard.press("Tab")  # the skip link
+        page.keyboard.press("Tab")  # the brand
+        page.keyboard.press("Tab")
+        expect(page.locator(MENU)).to_be_focused()
+        expect(page.locator(NAV_LINK)).to_be_hidden()
+        page.keyboard.press("Space")
+        expect(page.locator(NAV_LINK)).to_be_visible()
+        page.keyboard.press("Tab")
+        expect(page.locator(".topbar nav a").first).to_be_focused()
