@@ -26,6 +26,9 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = REPO / "test-artifacts"
+# axe-core from npm, copied here by `npm run build` (dev.py build_assets).
+AXE = REPO / "tests" / "build" / "axe.min.js"
+AXE_BLOCKING = ("serious", "critical")
 # Chromium reports a blocked script, handler, style or load on the console ("... violates
 # the following Content Security Policy directive ..."); the listener below reports the
 # securitypolicyviolation event as well, in case a message's wording changes.
@@ -38,13 +41,9 @@ document.addEventListener("securitypolicyviolation", (event) => {
 
 
 @contextmanager
-def browser_context(
-    live_server, *, user=None, viewport: dict | None = None, timeout_ms: int = 20_000
-) -> Iterator:
-    """A Playwright browser context on `live_server`, logged in as `user` if given.
-
-    Every page it opens is watched for Content-Security-Policy violations: a test that
-    ends normally fails if any occurred (context.csp_violations lists them meanwhile)."""
+def chromium() -> Iterator:
+    """Chromium launched through Playwright; a test module may share one across its tests
+    (browser_context(..., browser=it)) instead of starting one per test."""
     require(not Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
@@ -56,40 +55,86 @@ def browser_context(
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            context = browser.new_context(
-                base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}
-            )
-            context.set_default_timeout(timeout_ms)
-            violations: list[str] = []
-            context.csp_violations = violations  # type: ignore[attr-defined]
-            context.add_init_script(REPORT_CSP_VIOLATIONS)
-
-            def note_violation(message) -> None:
-                if any(mark in message.text for mark in CSP_MARKS):
-                    violations.append(f"{message.page and message.page.url}: {message.text}")
-
-            context.on("console", note_violation)
-            if user is not None:
-                client = Client()
-                client.force_login(user)
-                session = client.cookies[settings.SESSION_COOKIE_NAME].value
-                context.add_cookies(
-                    [
-                        {
-                            "name": settings.SESSION_COOKIE_NAME,
-                            "value": session,
-                            "url": live_server.url,
-                        }
-                    ]
-                )
             try:
-                yield context
-                assert violations == [], f"Content-Security-Policy violations: {violations}"
+                yield browser
             finally:
-                context.close()
                 browser.close()
     finally:
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@contextmanager
+def browser_context(
+    live_server,
+    *,
+    user=None,
+    viewport: dict | None = None,
+    timeout_ms: int = 20_000,
+    browser=None,
+    **options,
+) -> Iterator:
+    """A Playwright browser context on `live_server`, logged in as `user` if given, in
+    `browser` (from chromium()) or in a Chromium of its own. `options` go to Playwright's
+    new_context (java_script_enabled=False, ...).
+
+    Every page it opens is watched for Content-Security-Policy violations: a test that
+    ends normally fails if any occurred (context.csp_violations lists them meanwhile)."""
+    if browser is None:
+        with (
+            chromium() as own,
+            browser_context(
+                live_server,
+                user=user,
+                viewport=viewport,
+                timeout_ms=timeout_ms,
+                browser=own,
+                **options,
+            ) as context,
+        ):
+            yield context
+        return
+    context = browser.new_context(
+        base_url=live_server.url, viewport=viewport or {"width": 1280, "height": 1000}, **options
+    )
+    context.set_default_timeout(timeout_ms)
+    violations: list[str] = []
+    context.csp_violations = violations  # type: ignore[attr-defined]
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
+
+    def note_violation(message) -> None:
+        if any(mark in message.text for mark in CSP_MARKS):
+            violations.append(f"{message.page and message.page.url}: {message.text}")
+
+    context.on("console", note_violation)
+    if user is not None:
+        client = Client()
+        client.force_login(user)
+        session = client.cookies[settings.SESSION_COOKIE_NAME].value
+        context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}]
+        )
+    try:
+        yield context
+        assert violations == [], f"Content-Security-Policy violations: {violations}"
+    finally:
+        context.close()
+
+
+def axe_violations(page) -> list[str]:
+    """axe's serious and critical violations on the page, one line each."""
+    require(not AXE.exists(), f"{AXE} is missing: run `npm run build` (dev.py does)")
+    # Evaluated through the DevTools protocol, which the page's Content-Security-Policy
+    # does not govern, so no test-only script is ever served by the console.
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text())
+    results = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [
+        f"{violation['id']} ({violation['impact']}): {violation['help']} at "
+        + ", ".join(" ".join(node["target"]) for node in violation["nodes"][:3])
+        + f" ({violation['nodes'][0]['failureSummary']})"
+        for violation in results["violations"]
+        if violation["impact"] in AXE_BLOCKING
+    ]

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import tool_files, toolmd_text
-from tools_app import schema, toolmd
+from tools_app import rendering, schema, toolmd
 from tools_app.audit import Actor
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource
@@ -63,7 +63,7 @@ def section(page: str, section_id: str) -> str:
 
 
 def registry_json(page: str) -> dict:
-    match = re.search(r'<pre id="registry-json" class="json">(.*?)</pre>', page, re.S)
+    match = re.search(r'<pre id="registry-json" class="json" tabindex="0">(.*?)</pre>', page, re.S)
     assert match
     return json.loads(html.unescape(match.group(1)))
 
@@ -160,7 +160,7 @@ def test_it_highlights_the_entry_source(viewer_client, make_tool):
 
     assert "<code>index.py</code>" in source
     assert "entry file" in source
-    assert '<div class="highlight">' in source
+    assert '<div class="highlight" tabindex="0">' in source  # a keyboard can scroll it
     assert '<span class="k">def</span>' in source
     assert '<span class="nf">execute</span>' in source
 
@@ -375,5 +375,29 @@ def test_it_shows_bodies_built_to_stall_the_parser_as_plain_text(viewer_client, 
 
     docs = section(response.content.decode(), "docs")
     assert "too large or too complex to render as Markdown" in docs
-    assert re.search(r'<pre class="plain">\s*# Stall\s+\[\[\[', docs)
+    assert re.search(r'<pre class="plain" tabindex="0">\s*# Stall\s+\[\[\[', docs)
     assert "&lt;script&gt;x&lt;/script&gt;" in docs
+
+
+def test_it_lets_a_keyboard_reach_code_blocks_but_never_lets_a_body_set_tabindex():
+    """Code blocks scroll sideways on phones, so they get tabindex="0" (axe's
+    scrollable-region-focusable); a body's own tabindex would hijack the Tab order."""
+    body = (
+        "```python\nprint('hi')\n```\n\n"
+        '<pre tabindex="-1">raw</pre>\n\n<a href="/x" tabindex="1">jump</a>\n'
+    )
+
+    html_out = str(rendering.render_markdown(body))
+
+    class Tabindexes(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[tuple[str, str | None]] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found += [(tag, value) for name, value in attrs if name == "tabindex"]
+
+    parser = Tabindexes()
+    parser.feed(html_out)
+    assert '<pre tabindex="0"><code class="language-python">' in html_out
+    assert parser.found == [("pre", "0")]  # the fenced block's; the body's raw tags are text

@@ -92,9 +92,10 @@ def render_markdown(text: str) -> SafeString:
     if _too_costly(text):
         return mark_safe(  # noqa: S308 - escaped
             '<p class="notice">This text is too large or too complex to render as '
-            f'Markdown; it is shown as written.</p><pre class="plain">{escape(text)}</pre>'
+            "Markdown; it is shown as written.</p>"
+            f'<pre class="plain" tabindex="0">{escape(text)}</pre>'
         )
-    key = "markdown:v1:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    key = "markdown:v2:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     html = cache.get(key)
     if html is None:
         html = _render_markdown(text)
@@ -128,7 +129,9 @@ def _render_markdown(text: str) -> str:
         },
         strip_comments=True,
     )
-    return cleaned
+    # Code blocks scroll sideways (long lines, phones): tabindex lets a keyboard reach
+    # them to scroll. Added after cleaning, so a body can never set tabindex itself.
+    return cleaned.replace("<pre>", '<pre tabindex="0">')
 
 
 def _fence_languages(html: str) -> set[str]:
@@ -146,10 +149,15 @@ def lexer_for(filename: str, code: str) -> Lexer:
 def highlight(code: str, filename: str, *, plain: bool = False) -> SafeString:
     """HTML for a source file: Pygments-highlighted, or escaped plain text when too big
     (or when the caller asks for `plain`)."""
+    # The box scrolls sideways (long lines, narrow screens): tabindex lets a keyboard
+    # reach it to scroll it.
     if plain or len(code) > MAX_HIGHLIGHT_CHARS:
-        return mark_safe(f'<pre class="{HIGHLIGHT_CSS_CLASS} plain">{escape(code)}</pre>')  # noqa: S308
+        html = f'<pre class="{HIGHLIGHT_CSS_CLASS} plain" tabindex="0">{escape(code)}</pre>'
+        return mark_safe(html)  # noqa: S308
     formatter = HtmlFormatter(cssclass=HIGHLIGHT_CSS_CLASS, linenos="table", wrapcode=True)
-    return mark_safe(pygments_highlight(code, lexer_for(filename, code), formatter))  # noqa: S308
+    html = pygments_highlight(code, lexer_for(filename, code), formatter)
+    opening = f'<div class="{HIGHLIGHT_CSS_CLASS}">'
+    return mark_safe(html.replace(opening, f'<div class="{HIGHLIGHT_CSS_CLASS}" tabindex="0">', 1))  # noqa: S308
 
 
 @functools.cache
@@ -162,7 +170,7 @@ def pygments_css() -> str:
     lines = [
         *formatter.get_background_style_defs(selectors),
         *formatter.get_token_style_defs(selectors),
-        f".{HIGHLIGHT_CSS_CLASS} .linenos {{ color: #8a93a3; user-select: none; }}",
+        f".{HIGHLIGHT_CSS_CLASS} .linenos {{ color: #5b6576; user-select: none; }}",
     ]
     return "\n".join(lines) + "\n"
 

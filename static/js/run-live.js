@@ -1,22 +1,10 @@
 // The live part of a run page (#run-live), swapped by htmx while the run is active.
-// - Focus survives the swap: a person who pressed Cancel (or was on any control in it)
-//   lands on the run's status, not on <body>, so a screen reader says what happened.
-// - "running for N s" counts up every second from data-elapsed-since; without this
-//   script the server-rendered value stays (and the page refreshes itself).
+// "running for N s" counts up every second from data-elapsed-since; without this script
+// the server-rendered value stays (and the page refreshes itself). Focus across the swaps
+// (Cancel while it is there, then the run's status) is swap-focus.js's, steered by the
+// data-swap-focus marks in the template.
 (function () {
   "use strict";
-
-  var hadFocus = false;
-  document.addEventListener("htmx:beforeSwap", function (event) {
-    var live = document.getElementById("run-live");
-    hadFocus = !!live && live.contains(document.activeElement);
-  });
-  document.addEventListener("htmx:afterSettle", function () {
-    if (!hadFocus) return;
-    hadFocus = false;
-    var target = document.getElementById("cancel-run") || document.getElementById("run-status");
-    if (target) target.focus();
-  });
 
   function tick() {
     var now = Date.now();

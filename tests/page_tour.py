@@ -1,0 +1,149 @@
+"""Every page of the console, for the browser tests that walk them all (phones, axe,
+screenshots): a small site to show (`make_site`) and the list of pages (`PAGES`).
+
+A new page is one line in PAGES. `path` may name the site's objects ({run}, {token}); a
+page reached by doing something (posting a form) gives `then`, which does it on the page
+`path` opened and leaves the browser on the page to check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from tests.conftest import tool_files
+from tests.integrations_support import create as create_integration
+from tools_app import runs
+from tools_app.audit import Actor
+from tools_app.models import AgentToken, Run, Tool
+from tools_app.models.runs import RunStatus, RunVia
+from tools_app.versions import save_version
+
+INPUTS = {
+    "query": {"type": "string", "description": "What to look for."},
+    "limit": {"type": "integer", "description": "At most this many.", "optional": True,
+              "default": 10},
+    "mode": {"type": "enum", "values": "fast,thorough", "description": "How hard to try.",
+             "optional": True, "default": "fast"},
+    "exact": {"type": "boolean", "description": "Exact matches only.", "optional": True,
+              "default": False},
+}  # fmt: skip
+
+# Long enough to overflow a phone if anything on the page refuses to wrap or scroll.
+LONG_LINE = "const endpoint = 'https://search.example.org/api/v1/" + "x" * 120 + "';\n"
+
+
+def make_site(admin) -> dict[str, str]:
+    """A tool with a published and a draft version, a finished run, an integration and a
+    token: enough for every page to show its content. Returns the objects' ids."""
+    files = tool_files("alpha", inputs=INPUTS, integrations=["search"])
+    save_version("alpha", files, actor=Actor.system(), publish=True)
+    source = files["index.ts"].decode() + LONG_LINE
+    changed = tool_files("alpha", inputs=INPUTS, integrations=["search"], source=source)
+    save_version("alpha", changed, actor=Actor.system())
+    create_integration("search", "searxng", values={"url": "http://127.0.0.1:9/"})
+    run = runs.start_run(
+        Tool.objects.get(name="alpha").published_version,
+        {"query": "cats", "limit": 10},
+        actor=Actor(user=admin),
+        via=RunVia.BROWSER,
+        enqueue=False,
+    )
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.SUCCEEDED,
+        started_at=now,
+        finished_at=now,
+        heartbeat_at=now,
+        isolation="bwrap",
+        duration=0.5,
+        exit_code=0,
+        result={"content": [{"type": "text", "text": "all good " * 40}], "isError": False},
+    )
+    token, _raw = AgentToken.issue("builder", ["registry"], created_by=admin)
+    return {"run": str(run.pk), "token": str(token.pk)}
+
+
+def create_token(page) -> None:
+    page.fill("input[name=name]", "second")
+    page.locator("input[name=scopes]").first.check()
+    page.get_by_role("button", name="Create token").click()
+    page.locator("#raw-token").wait_for()
+
+
+def test_connection(page) -> None:
+    page.get_by_role("button", name="Test connection").click()
+    page.locator("#test-result :first-child").wait_for()
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str  # screenshots are test-artifacts/<name>-<width>.png
+    path: str
+    viewer: bool = True  # False: admins only (a viewer gets 403 there)
+    then: Callable | None = None
+    logged_in: bool = True
+
+
+PAGES = [
+    Page("home", "/"),
+    Page("tools", "/tools/"),
+    Page("tool", "/tools/alpha/"),
+    Page("tool-inputs", "/tools/alpha/inputs/"),
+    Page("tool-source", "/tools/alpha/source/"),
+    Page("tool-registry", "/tools/alpha/registry/?format=openai"),
+    Page("tool-presets", "/tools/alpha/presets/", viewer=False),
+    Page("tool-import-openapi", "/tools/-/import-openapi/", viewer=False),
+    Page("confirm-rollback", "/tools/alpha/rollback/1/", viewer=False),
+    Page("confirm-integration-disable", "/integrations/search/disable/", viewer=False),
+    Page("tool-edit", "/tools/alpha/edit/", viewer=False),
+    Page("tool-new", "/tools/-/new/", viewer=False),
+    Page("tool-import", "/tools/-/import/", viewer=False),
+    Page("tool-versions", "/tools/alpha/versions/"),
+    Page("tool-diff", "/tools/alpha/diff/?a=1&b=2"),
+    Page("confirm-publish", "/tools/alpha/publish/2/", viewer=False),
+    Page("confirm-unpublish", "/tools/alpha/unpublish/", viewer=False),
+    Page("confirm-disable", "/tools/alpha/disable/", viewer=False),
+    Page("run-form", "/tools/alpha/run/", viewer=False),
+    Page("run", "/runs/{run}/"),
+    Page("runs", "/runs/"),
+    Page("integrations", "/integrations/"),
+    Page("integration-new", "/integrations/new/", viewer=False),
+    Page("integration-new-type", "/integrations/new/searxng/", viewer=False),
+    Page("integration", "/integrations/search/"),
+    Page("integration-edit", "/integrations/search/edit/", viewer=False),
+    Page("integration-test", "/integrations/search/edit/", viewer=False, then=test_connection),
+    Page("confirm-integration-delete", "/integrations/search/delete/", viewer=False),
+    Page("integration-environment", "/integrations/environment/"),
+    Page("tokens", "/tokens/", viewer=False),
+    Page("token-new", "/tokens/new/", viewer=False),
+    Page("token-created", "/tokens/new/", viewer=False, then=create_token),
+    Page("confirm-token-revoke", "/tokens/{token}/revoke/", viewer=False),
+    Page("docs", "/docs/"),
+    Page("docs-page", "/docs/tool-format/"),
+    Page("system", "/system/", viewer=False),
+    Page("forbidden", "/tokens/", viewer=True),
+    Page("not-found", "/no/such/page/"),
+    Page("login", "/accounts/login/", logged_in=False),
+]
+
+
+def pages_for(role: str) -> list[Page]:
+    """The pages a user of `role` ("admin", "viewer" or "anonymous") can open; a viewer
+    also gets the 403 page, an admin never does."""
+    if role == "anonymous":
+        return [page for page in PAGES if not page.logged_in]
+    chosen = [page for page in PAGES if page.logged_in]
+    if role == "viewer":
+        return [page for page in chosen if page.viewer]
+    return [page for page in chosen if page.name != "forbidden"]
+
+
+def visit(page, tour_page: Page, site: dict[str, str]) -> None:
+    """Open `tour_page` in the Playwright `page` (loaded, scripts run) and do its
+    `then`, which waits for what it does."""
+    response = page.goto(tour_page.path.format(**site))
+    assert response is not None
+    if tour_page.then is not None:
+        tour_page.then(page)
