@@ -236,6 +236,37 @@ def test_it_reports_bad_arguments_as_a_tool_error(live, make_tool):
     assert not Run.objects.exists()
 
 
+def test_it_refuses_user_only_and_hidden_inputs_from_a_model(live, make_tool):
+    """A model never fills a `user-only` input (a preset an admin sets) or a `hidden` one
+    (an integration fills it): MCP neither lists them nor takes them as arguments."""
+    inputs = {
+        **NAME,
+        "account": {"type": "string", "description": "Account.", "visibility": "user-only",
+                    "optional": True},
+        "internal": {"type": "string", "description": "Internal.", "visibility": "hidden",
+                     "optional": True},
+    }  # fmt: skip
+    make_tool("greet", language="python", inputs=inputs, source=PROGRESS_PY)
+    _, raw = token()
+
+    async def go(client):
+        listed = (await client.list_tools()).tools
+        calls = {
+            name: await client.call_tool("greet", {"name": "Ada", name: "evil"})
+            for name in ("account", "internal")
+        }
+        return listed, calls
+
+    [listed], calls = mcp_call(live, raw, go)
+
+    assert sorted(listed.input_schema["properties"]) == ["greeting", "name"]
+    for name, result in calls.items():
+        assert result.is_error is True, result
+        assert f"{name}: unknown parameter" in result.content[0].text
+        assert "(allowed: name, greeting)" in result.content[0].text
+    assert not Run.objects.exists()
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mode):
     """auto speaks MCP 2026-07-28, where closing the request's stream cancels it;

@@ -564,6 +564,85 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
     assert run.result["structuredContent"]["apis"][0]["apiKey"] == "oa_citations"
 
 
+ARRAY_QUERY = {
+    "get": {
+        "operationId": "listItems",
+        "parameters": [
+            # form + explode (the default): ?ids=1&ids=2, which one query template cannot send
+            {"name": "ids", "in": "query",
+             "schema": {"type": "array", "items": {"type": "integer"}}},
+            {"name": "tags", "in": "query", "style": "form", "explode": False, "required": True,
+             "schema": {"type": "array", "items": {"type": "string"}}},
+            {"name": "kinds", "in": "query", "style": "pipeDelimited", "explode": False,
+             "schema": {"type": "array", "items": {"type": "string"}}},
+        ],
+        "responses": {
+            "200": {
+                "description": "Items",
+                "content": {"application/json": {"example": {"count": 2}}},
+            }
+        },
+    }
+}  # fmt: skip
+
+
+def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp_path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    from tools_app import runs
+    from tools_app.audit import Actor
+    from tools_app.models.runs import RunStatus, RunVia
+    from tools_app.versions import publish_version
+
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(parse_qs(urlsplit(self.path).query))
+            body = b'{"count": 2}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        port = httpd.server_address[1]
+        settings.ALLOWED_HOSTS = ["console.test"]
+        settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
+        spec = _spec({"/items": ARRAY_QUERY}, servers=[{"url": f"http://127.0.0.1:{port}"}])
+        out, code = _run(_write(tmp_path, spec))
+        assert code == 0, out
+        manifest = _manifest("list_items")
+        # Delimited: one string of joined values, as the API reads it.
+        assert manifest.inputs["tags"].type == "string" and not manifest.inputs["tags"].optional
+        assert "Values separated by ','" in manifest.inputs["tags"].description
+        assert "Values separated by '|'" in manifest.inputs["kinds"].description
+        # Exploded: one item of the item type, and the draft says what is lost.
+        assert manifest.inputs["ids"].type == "integer"
+        assert "One value (the API takes a list, as ids=a&ids=b)" in (
+            manifest.inputs["ids"].description
+        )
+        assert "The array query parameter `ids` takes one value" in manifest.body
+        version = Tool.objects.get(name="list_items").versions.get()
+        publish_version(version, actor=Actor.system())
+        params = {"ids": 7, "tags": "red,blue", "kinds": "a|b"}
+        run = runs.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = runs.execute_run(run.pk)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert seen == [{"ids": ["7"], "tags": ["red,blue"], "kinds": ["a|b"]}]
+
+
 # --- FILE_OR_URL: a URL goes through the egress policy ------------------------------------
 
 

@@ -219,3 +219,45 @@ def test_it_rotates_a_sensitive_preset_with_the_keys(
     fernet_keys("new")  # the old key is gone: the preset still decrypts
     assert run_of(tool, {"query": "q"}).status == RunStatus.SUCCEEDED
     assert provider.last.headers["x-key"] == CANARY
+
+
+def test_it_counts_a_sensitive_preset_in_the_vault_health(
+    tool,
+    console_admin_client,
+    viewer_client,
+    fernet_keys,  # noqa: F811 (the fixture imported above)
+) -> None:
+    from tools_app import vault
+
+    def errors() -> list[str]:
+        return [f"{m.id}: {m.msg}" for m in vault.check_encryption_keys()]
+
+    fernet_keys("old")
+    set_preset(console_admin_client, "account", "acme")  # plain: nothing to decrypt
+    set_preset(console_admin_client, "api_key", CANARY, sensitive=True)
+    assert errors() == []
+
+    fernet_keys("new", "old")
+    assert vault.secret_health() == vault.SecretHealth(total=1, unknown_key=0, not_primary=1)
+    assert "1 stored secret still encrypted with an older key" in (
+        viewer_client.get("/integrations/").content.decode()
+    )
+
+    fernet_keys("replaced")  # the key it was sealed under is no longer configured
+    assert vault.secret_health().unknown_key == 1
+    assert errors() == [
+        "tools_app.E102: 1 stored secret cannot be decrypted: encrypted with a key that is "
+        "not in CONSOLE_ENCRYPTION_KEYS (add the old key back, after the new one, then run "
+        "`manage.py rotate_encryption_keys`)"
+    ]
+    page = viewer_client.get("/integrations/").content.decode()
+    assert "Encryption keys: 1 stored secret cannot be decrypted" in page
+    assert CANARY not in page
+
+    # A row claiming the current key, sealed under another: only decrypting finds it.
+    ToolPreset.objects.filter(sensitive=True).update(key_id=vault.primary_key_id())
+    assert vault.undecryptable_sample() == ["preset lookup.api_key"]
+    assert errors() == [
+        "tools_app.E102: stored secrets cannot be decrypted with the configured keys: "
+        "preset lookup.api_key"
+    ]

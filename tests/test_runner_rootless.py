@@ -355,3 +355,52 @@ def test_a_non_root_workers_artifacts_come_out_of_the_quota(
     [artifact] = outcome.artifacts
     assert artifact.name == "deep/er/report.txt"
     assert artifact.path.read_text() == "the report"
+
+
+READ_INPUT = {
+    "python": textwrap.dedent(
+        """
+        def execute(tool_call_id, params, signal, on_update):
+            with open(params["doc"]) as f:
+                text = f.read()
+            return {"content": [{"type": "text", "text": params["doc"] + "|" + text}]}
+        """
+    ),
+    "bash": 'printf "%s|" "$INPUT_DOC"; cat "$INPUT_DOC"\n',
+}
+
+
+@unprivileged.when_root
+@pytest.mark.parametrize(
+    "language,start",
+    [
+        ("python", "gated"),  # spares off: the gate's cold start
+        ("python", "cold"),  # spares on, none yet: a standby sandbox started for the run
+        ("python", "spare"),
+        ("bash", "gated"),
+    ],
+)
+def test_a_non_root_workers_tool_reads_its_input_files(
+    tmp_path: Path, language: str, start: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `file` input of a rootless run lands inside the run's quota tmpfs (which only the
+    run's namespaces see), not under its mount point on the host."""
+    assert os.geteuid() != 0
+    require(isolation_level()[0] != "bwrap", "the quota needs bubblewrap")
+    monkeypatch.setenv("TOOL_CONSOLE_SPARE_SANDBOXES", "off" if start == "gated" else "on")
+    if start == "spare":
+        ok = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"
+        assert run_tool(tmp_path, "python", ok).status == SUCCEEDED
+    outcome = run_tool(
+        tmp_path,
+        language,
+        READ_INPUT[language],
+        params={"doc": "inputs/doc/notes.txt"},
+        input_files={"inputs/doc/notes.txt": b"first line\nsecond line\n"},
+        file_params=("doc",),
+    )
+    assert outcome.status == SUCCEEDED, (outcome.result, outcome.stderr_tail)
+    assert outcome.spare == (start == "spare")
+    path, text = outcome.result["content"][0]["text"].split("|", 1)
+    assert path.endswith("/inputs/doc/notes.txt")
+    assert text == "first line\nsecond line\n"

@@ -388,6 +388,38 @@ def _input_spec(schema: Any, description: str, required: bool) -> dict[str, Any]
     return spec
 
 
+# The separator of a delimited (explode: false) array query parameter, by its style.
+ARRAY_SEPARATORS = {"form": ",", "spaceDelimited": " ", "pipeDelimited": "|"}
+
+
+def _array_query_input(
+    param: dict[str, Any], schema: dict[str, Any], description: str, required: bool
+) -> tuple[dict[str, Any], str | None]:
+    """An array query parameter, and a note for the draft if it loses something. A
+    request's `query` maps a name to one template (DESIGN.md section 8), so the parameter
+    is sent once: delimited (explode: false) as one string of the joined values; exploded
+    (form's default, `?id=1&id=2`) it can carry a single item only."""
+    name = param["name"]
+    style = param.get("style", "form")
+    explode = param.get("explode")
+    if not isinstance(explode, bool):
+        explode = style == "form"
+    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    if style in ARRAY_SEPARATORS and not explode:
+        sep = ARRAY_SEPARATORS[style]
+        shown = {" ": "spaces"}.get(sep, f"'{sep}'")
+        text = f"{description} Values separated by {shown} (a list in the API)."
+        return _input_spec({"type": "string"}, text.strip(), required), None
+    if style in ARRAY_SEPARATORS:
+        text = f"{description} One value (the API takes a list, as {name}=a&{name}=b)."
+        note = (
+            f"The array query parameter `{name}` takes one value: the API repeats it for "
+            f"a list (`{name}=a&{name}=b`), which a request's query template cannot send."
+        )
+        return _input_spec(items, text.strip(), required), note
+    return _input_spec(schema, description, required), None
+
+
 class _Builder:
     def __init__(
         self, document: dict[str, Any], resolver: Resolver, origin: str, server: str
@@ -503,7 +535,12 @@ class _Builder:
             ):
                 raise OpenApiError(f"{where}: {pname!r} is not a valid header name")
             iname = input_name(pname, location)
-            inputs[iname] = _input_spec(schema, description, required)
+            if location == "query" and _schema_type(schema) == "array":
+                inputs[iname], note = _array_query_input(param, schema, description, required)
+                if note:
+                    draft.notes.append(note)
+            else:
+                inputs[iname] = _input_spec(schema, description, required)
             if location == "path":
                 if "{" + pname + "}" not in url_path:
                     raise OpenApiError(f"{where}: path parameter {pname!r} is not in the path")

@@ -22,6 +22,7 @@ import hmac
 import os
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -244,15 +245,20 @@ class SecretHealth:
 
 
 def secret_health() -> SecretHealth:
-    """Counts by key fingerprint: one query, no decryption."""
+    """Counts by key fingerprint, of integration secrets and sensitive tool presets (both
+    sealed here and rotated together): one query each, no decryption."""
     from django.db.models import Count
 
-    from tools_app.models import IntegrationSecret
+    from tools_app.models import IntegrationSecret, ToolPreset
 
     ring = keyring()
-    counts = dict(
-        IntegrationSecret.objects.values_list("key_id").annotate(n=Count("id")).order_by()
-    )
+    counts: dict[str, int] = {}
+    for rows in (
+        IntegrationSecret.objects.values_list("key_id"),
+        ToolPreset.objects.filter(sensitive=True).values_list("key_id"),
+    ):
+        for kid, n in rows.annotate(n=Count("id")).order_by():
+            counts[kid] = counts.get(kid, 0) + n
     total = sum(counts.values())
     unknown = sum(n for kid, n in counts.items() if kid not in ring.key_ids)
     not_primary = sum(
@@ -262,15 +268,24 @@ def secret_health() -> SecretHealth:
 
 
 def undecryptable_sample(limit: int = CHECK_SAMPLE) -> list[str]:
-    """Decrypt up to `limit` recent secrets; return "slug.field" of those that fail."""
-    from tools_app.models import IntegrationSecret
+    """Decrypt up to `limit` recent secrets and sensitive presets; return the names of
+    those that fail ("slug.field", "preset tool.input")."""
+    from tools_app.models import IntegrationSecret, ToolPreset
 
-    failing = []
-    rows = IntegrationSecret.objects.select_related("integration").order_by("-set_at", "-id")
-    for secret in rows[:limit]:
-        if not can_decrypt(secret.ciphertext):
-            failing.append(f"{secret.integration.slug}.{secret.field}")
-    return failing
+    recent: list[tuple[datetime, str, str]] = [
+        (secret.set_at, f"{secret.integration.slug}.{secret.field}", secret.ciphertext)
+        for secret in IntegrationSecret.objects.select_related("integration").order_by(
+            "-set_at", "-id"
+        )[:limit]
+    ]
+    recent += [
+        (preset.set_at, f"preset {preset.tool.name}.{preset.input}", preset.ciphertext)
+        for preset in ToolPreset.objects.filter(sensitive=True)
+        .select_related("tool")
+        .order_by("-set_at", "-id")[:limit]
+    ]
+    recent.sort(key=lambda row: row[0], reverse=True)
+    return [name for _at, name, token in recent[:limit] if not can_decrypt(token)]
 
 
 def _key_problems() -> list[str]:

@@ -138,7 +138,8 @@ def _key(root: Path) -> tuple[int, int] | None:
 
 def pin(root: Path, pid: int) -> None:
     """Wait until process `pid` (running MOUNT_SCRIPT) has mounted the quota over `root`'s
-    disk/ in its mount namespace, and keep a descriptor on it. Raises OSError."""
+    disk/ in its mount namespace and made its directories, and keep a descriptor on it.
+    Raises OSError."""
     disk = writable(root)
     key = _key(root)
     if key is None:
@@ -152,13 +153,23 @@ def pin(root: Path, pid: int) -> None:
             raise OSError(
                 f"tool sandbox setup failed: the run's disk quota could not be mounted ({exc})"
             ) from None
-        if os.fstat(fd).st_dev != key[0]:
+        # The mount alone is not enough: the caller writes into home/ at once (input
+        # files, output dirs), and the script makes tmp/ last.
+        if os.fstat(fd).st_dev != key[0] and _made(fd):
             _pinned[key] = fd
             return
         os.close(fd)
         if time.monotonic() > deadline:
             raise OSError("tool sandbox setup failed: the run's disk quota was not mounted")
         time.sleep(0.0005)
+
+
+def _made(fd: int) -> bool:
+    try:
+        os.stat("tmp", dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _forget_pins_in_child() -> None:
