@@ -222,7 +222,13 @@ class Child:
         self.restart_at: float | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=ROOT,
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid()),
+        )
         self.started = time.monotonic()
         self.restart_at = None
 
@@ -269,6 +275,30 @@ class Child:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=STOP_TIMEOUT)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int):
+    """preexec_fn: the child gets SIGTERM when dev.py dies, even by SIGKILL (which no
+    cleanup code sees), and then stops as on Ctrl-C: Celery discards its spare sandboxes,
+    gunicorn takes its workers down. Linux only; elsewhere nothing is set."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        libc = None
+
+    def set_death_signal() -> None:
+        if libc is None or not sys.platform.startswith("linux"):
+            return
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # dev.py died before the signal was set
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_death_signal
 
 
 def exit_reason(code: int) -> str:

@@ -254,6 +254,27 @@ def test_long_polling_answers_at_once_for_a_new_update(fetch, fake_clock):
     assert [u["seq"] for u in body["updates"]] == [1] and clock.slept == []
 
 
+def test_long_polling_sees_the_run_end_during_the_wait(fetch, fake_clock, monkeypatch):
+    """The poll's query is compiled once per wait: it must still read the row afresh."""
+    _, client = agent()
+    run = _started(client)
+    clock = fake_clock(api_runs)
+    real_sleep = clock.sleep
+
+    def sleep(seconds: float) -> None:
+        real_sleep(seconds)
+        if len(clock.slept) == 5:  # the worker finishes the run meanwhile
+            Run.objects.filter(pk=run.pk).update(
+                status=RunStatus.SUCCEEDED, finished_at=timezone.now()
+            )
+
+    monkeypatch.setattr(clock, "sleep", sleep)
+
+    body = client.get(f"/api/v1/runs/{run.pk}?wait=20").json()
+
+    assert body["status"] == "succeeded" and len(clock.slept) == 5
+
+
 def test_long_polling_gives_up_after_the_wait(fetch, fake_clock):
     _, client = agent()
     run = _started(client)

@@ -8,6 +8,7 @@ on a clone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -219,3 +220,40 @@ def test_it_restarts_a_killed_worker_and_stops_cleanly(tmp_path):
     assert leftovers == []
     assert processes_mentioning(str(console.state)) == []
     assert not list((console.state / "runs").glob("spare-*"))
+
+
+def test_it_takes_its_children_down_when_it_is_killed(tmp_path):
+    """SIGKILL reaches dev.py's own code never: its web server and worker must still not
+    outlive it (they get SIGTERM from the kernel, PR_SET_PDEATHSIG)."""
+    console = Console(tmp_path)
+    groups: set[int] = set()
+    try:
+        console.up()
+        found = console.wait_for(
+            lambda: len(kids := console.children()) == 2 and kids, 60, "web and worker"
+        )
+        groups |= {os.getpgid(pid) for pid in found.values()}
+
+        os.kill(console.proc.pid, signal.SIGKILL)
+        console.proc.wait(timeout=10)
+
+        deadline = time.monotonic() + 60
+        while (left := in_groups(groups)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left == []
+        assert processes_mentioning(str(console.state)) == []
+    finally:
+        for group in groups:  # what a failed assertion left
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+        if console.proc is not None and console.proc.poll() is None:
+            console.proc.kill()
+            console.proc.wait()
+
+
+def in_groups(groups: set[int]) -> list[str]:
+    """Live (not zombie) processes of these process groups."""
+    rows = subprocess.run(
+        ["ps", "-ww", "-eo", "pgid=,pid=,stat=,args="], capture_output=True, text=True
+    ).stdout.splitlines()
+    return [row for row in rows if int(row.split()[0]) in groups and row.split()[2][0] != "Z"]

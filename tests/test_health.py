@@ -236,9 +236,9 @@ def test_a_running_worker_beats_and_a_stopped_one_is_forgotten(worker):
     assert not WorkerHeartbeat.objects.filter(name__startswith=name).exists()
 
 
-def test_it_answers_503_when_the_database_does_not_answer(tmp_path):
-    """A console whose database is down (nothing listens on port 1): a JSON 503 naming the
-    database, never a 500, even though the caller's token cannot be checked."""
+def get_without_database(tmp_path: Path, url: str, **client: str) -> tuple[str, str, str]:
+    """(status, body, stderr) of a GET in a console whose database is down: nothing
+    listens on port 1. `client` are django.test.Client arguments (Python expressions)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSOLE_", "CELERY_"))}
     env.update(
         DJANGO_SETTINGS_MODULE="console.settings",
@@ -247,19 +247,41 @@ def test_it_answers_503_when_the_database_does_not_answer(tmp_path):
         DATA_PATH=str(tmp_path / "data"),
         CONSOLE_ALLOWED_HOSTS="testserver",
     )
+    arguments = ", ".join(f"{name}={value}" for name, value in client.items())
     code = (
-        "import django, json; django.setup()\n"
+        "import django; django.setup()\n"
         "from django.test import Client\n"
-        "r = Client(headers={'Authorization': 'Bearer tc_some-token'}).get('/api/v1/health')\n"
+        f"r = Client(raise_request_exception=False, {arguments}).get({url!r})\n"
         "print(r.status_code); print(r.content.decode())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
     )
-    status, body = done.stdout.split("\n", 1)
+    status, _, body = done.stdout.partition("\n")
+    return status, body, done.stderr
 
-    assert status == "503", done.stderr[-3000:]
+
+def test_it_answers_503_when_the_database_does_not_answer(tmp_path):
+    """A console whose database is down: a JSON 503 naming the database, never a 500,
+    even though the caller's token cannot be checked."""
+    headers = "{'Authorization': 'Bearer tc_some-token'}"
+    status, body, stderr = get_without_database(tmp_path, "/api/v1/health", headers=headers)
+
+    assert status == "503", stderr[-3000:]
     body = json.loads(body)
     assert body["ready"] is False and body["database"]["ok"] is False
     assert "DATABASE_URL" in body["problems"][0]
     assert body["broker"] is None and body["workers"] is None  # nothing more: caller unchecked
+
+
+def test_it_shows_a_status_page_not_a_500_when_the_database_does_not_answer(tmp_path):
+    """A signed-in person (a session cookie: reading it needs the database) opening the
+    System page while the database is down gets a 503 page saying so."""
+    cookie = "{'Cookie': 'sessionid=" + "a" * 32 + "'}"
+    status, body, stderr = get_without_database(tmp_path, "/system/", headers=cookie)
+
+    assert status == "503", stderr[-3000:]
+    assert "cannot reach its database" in body and "check DATABASE_URL" in body
+    assert "Something went wrong" not in body
+    # Liveness does not need the database.
+    assert get_without_database(tmp_path, "/healthz")[:2] == ("200", '{"ok": true}\n')

@@ -2,8 +2,9 @@
 waiting on stdin for the run (entry, limits, environment and params, one JSON object).
 
 Every bwrap run of a node or python tool goes through one. A cold run starts its own on
-the spot. After a run, a background thread starts a *spare* of the same shape, so that the
-next such run in this process skips bubblewrap's set-up, the cgroup join (a cgroup v1
+the spot. When a run takes the spare (or, after a cold run, when it ends), a background
+thread starts the next *spare* of the same shape, so that the next such run in this
+process skips bubblewrap's set-up, the cgroup join (a cgroup v1
 migration waits for an RCU grace period, ~10 ms here) and the interpreter's start-up
 (~50 ms for node with type stripping, which the standby harness loads in advance).
 
@@ -355,6 +356,10 @@ class _Keeper:
                 return None
             self.spare = None
             if spare.alive() and time.monotonic() - spare.created < SPARE_IDLE_SECONDS:
+                # The next one starts now, while this run goes on: a run that waits (a
+                # sleep, I/O) overlaps it, and a burst of runs does not wait for it each time.
+                self.wanted = shape
+                self.cond.notify_all()
                 return spare
             self.trash.append(spare)
             self.cond.notify_all()
