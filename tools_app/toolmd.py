@@ -282,14 +282,9 @@ _key_label = strictyaml.key_label
 
 
 def _unknown_keys(c: _Checker, spec: _Map, path: str, what: str, allowed: tuple[str, ...]) -> None:
-    """An error for each key of `spec` outside `allowed` (an input's or an output's)."""
-    for key in spec:
-        if key not in allowed:
-            c.error(
-                spec.key_lines[key],
-                f"{path}.{_key_label(key)}",
-                f"unknown {what} key {key!r} (allowed: {', '.join(allowed)})",
-            )
+    """An error for each key of `spec` outside `allowed` (an input's, output's, request's)."""
+    message = f"unknown {what} key {{key!r}} (allowed: {{allowed}})"
+    strictyaml.report_unknown_keys(c.error, spec, allowed, message, path)
 
 
 _kind = strictyaml.kind
@@ -760,13 +755,7 @@ def _check_request(
     if not isinstance(value, _Map):
         c.error(m.value_lines["request"], "request", f"must be a mapping, got {_kind(value)}")
         return None
-    for key in value:
-        if key not in REQUEST_KEYS:
-            c.error(
-                value.key_lines[key],
-                f"request.{_key_label(key)}",
-                f"unknown request key {key!r} (allowed: {', '.join(REQUEST_KEYS)})",
-            )
+    _unknown_keys(c, value, "request", "request", REQUEST_KEYS)
     method = value.get("method", "GET")
     if method is _INVALID:
         method = "GET"
