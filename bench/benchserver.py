@@ -45,9 +45,8 @@ def start_gunicorn(
     env: dict[str, str], port: int, workdir: Path, *, workers: int, access_log: bool = True
 ) -> subprocess.Popen:
     """gunicorn with the project's config; output goes to workdir/gunicorn.log."""
-    log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
     argv = [
-        str(Path(sys.executable).with_name("gunicorn")),
+        venv_command("gunicorn"),
         "console.asgi:application",
         "-c",
         "console/gunicorn.conf.py",
@@ -58,11 +57,25 @@ def start_gunicorn(
     ]
     if not access_log:
         argv += ["--access-logfile", "/dev/null"]
+    return spawn(argv, env, workdir / "gunicorn.log")
+
+
+def venv_command(name: str) -> str:
+    """A console script (gunicorn, celery) of the Python running the benchmark."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def spawn(
+    argv: list[str], env: dict[str, str], log: Path, *, append: bool = False
+) -> subprocess.Popen:
+    """`argv` run in the repository with `env` on top of ours, its output to `log`, in a
+    process group of its own (stop() ends the group: a worker's tools too)."""
+    out = open(log, "ab" if append else "wb")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(
         argv,
         cwd=REPO,
         env={**os.environ, **env},
-        stdout=log,
+        stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )

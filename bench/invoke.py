@@ -39,7 +39,16 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from benchserver import REPO, console_env, free_port, start_gunicorn, stop, wait_until_up
+from benchserver import (
+    REPO,
+    console_env,
+    free_port,
+    spawn,
+    start_gunicorn,
+    stop,
+    venv_command,
+    wait_until_up,
+)
 
 TARGET_RATIO = 1.5
 WEB_WORKERS = 2
@@ -161,10 +170,9 @@ def prepare() -> str:
 
 
 def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
-    log = open(workdir / "worker.log", "wb")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
+    return spawn(
         [
-            str(Path(sys.executable).with_name("celery")),
+            venv_command("celery"),
             "-A",
             "console",
             "worker",
@@ -176,11 +184,8 @@ def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
             "--without-mingle",
             "--without-heartbeat",
         ],
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        env,
+        workdir / "worker.log",
     )
 
 

@@ -41,7 +41,15 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from benchserver import console_env, free_port, start_gunicorn, stop, wait_until_up
+from benchserver import (
+    console_env,
+    free_port,
+    spawn,
+    start_gunicorn,
+    stop,
+    venv_command,
+    wait_until_up,
+)
 from invoke import REDIS_URL, Api, port_open, prepare
 
 WEB_WORKERS = 2
@@ -55,16 +63,13 @@ FINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
 
 def start_worker(env: dict[str, str], workdir: Path, name: str) -> subprocess.Popen:
-    log = open(workdir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
-        [str(Path(sys.executable).with_name("celery")), "-A", "console", "worker"]
+    return spawn(
+        [venv_command("celery"), "-A", "console", "worker"]
         + ["--loglevel", "WARNING", "--concurrency", str(CELERY_PROCESSES)]
         + ["-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        env,
+        workdir / f"{name}.log",
+        append=True,
     )
 
 
