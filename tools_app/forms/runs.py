@@ -53,16 +53,21 @@ class JsonInputField(forms.CharField):
         text = super().to_python(value)
         if text in self.empty_values:
             return None
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"{self.label}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from None
-        except (ValueError, RecursionError):
-            raise forms.ValidationError(
-                f"{self.label}: not usable JSON: a number is too long or the nesting is too deep."
-            ) from None
+        return parse_json_field(self.label, text)
+
+
+def parse_json_field(label: str, text: str) -> Any:
+    """JSON from a textarea, or a ValidationError naming the field and where it broke."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(
+            f"{label}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+        ) from None
+    except (ValueError, RecursionError):
+        raise forms.ValidationError(
+            f"{label}: not usable JSON: a number is too long or the nesting is too deep."
+        ) from None
 
 
 def file_object(upload) -> dict[str, Any]:
