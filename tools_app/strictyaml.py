@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -98,6 +99,25 @@ def compose(text: str, max_depth: int = MAX_DEPTH) -> Node | None:
         return loader.get_single_node()
     finally:
         loader.dispose()
+
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a checked file (a TOOL.md, an integration type file)."""
+
+    path: str
+    line: int
+    key: str
+    message: str
+    severity: str = ERROR  # ERROR | WARNING
+
+    def __str__(self) -> str:
+        mark = "warning: " if self.severity == WARNING else ""
+        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
 
 
 class Map(dict[str, Any]):

@@ -37,6 +37,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from tools_app import bundle, strictyaml
+from tools_app.strictyaml import ERROR, WARNING, Problem
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
 INPUT_TYPES = ("string", "number", "integer", "boolean", "enum", "json", "file", "file[]")
@@ -92,25 +93,10 @@ SLUG_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 # The frontmatter starts on the line after the opening `---`.
 FIRST_FRONTMATTER_LINE = 2
-ERROR = "error"
-WARNING = "warning"
 
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _DELIMITER_RE = re.compile(r"---[ \t]*(?:\r\n|\r|\n)?")
 _INVALID = strictyaml.INVALID
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    line: int
-    key: str
-    message: str
-    severity: str = ERROR  # "error" | "warning"
-
-    def __str__(self) -> str:
-        mark = "warning: " if self.severity == WARNING else ""
-        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
 
 
 @dataclass(frozen=True)

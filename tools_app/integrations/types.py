@@ -31,19 +31,7 @@ from tools_app.integrations.validation import (
     env_problem,
     value_problem,
 )
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    line: int
-    key: str
-    message: str
-    severity: str = "error"
-
-    def __str__(self) -> str:
-        mark = "warning: " if self.severity == "warning" else ""
-        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
+from tools_app.strictyaml import Problem
 
 
 @dataclass(frozen=True)
