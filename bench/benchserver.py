@@ -60,6 +60,15 @@ def start_gunicorn(
     return spawn(argv, env, workdir / "gunicorn.log")
 
 
+def celery_worker(
+    env: dict[str, str], log: Path, *options: str, concurrency: int, append: bool = False
+) -> subprocess.Popen:
+    """A Celery worker of the console in `env` (see spawn), with `options` after the usual."""
+    argv = [venv_command("celery"), "-A", "console", "worker", "--loglevel", "WARNING"]
+    argv += ["--concurrency", str(concurrency), *options]
+    return spawn(argv, env, log, append=append)
+
+
 def venv_command(name: str) -> str:
     """A console script (gunicorn, celery) of the Python running the benchmark."""
     return str(Path(sys.executable).with_name(name))
@@ -90,8 +99,16 @@ def stop(process: subprocess.Popen) -> None:
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
+        kill(process)
+
+
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL the process's group (started with start_new_session) and reap it."""
+    try:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    except ProcessLookupError:
+        return
+    process.wait()
 
 
 def wait_until_up(port: int, workdir: Path) -> None:

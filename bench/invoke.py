@@ -41,12 +41,11 @@ from pathlib import Path
 
 from benchserver import (
     REPO,
+    celery_worker,
     console_env,
     free_port,
-    spawn,
     start_gunicorn,
     stop,
-    venv_command,
     wait_until_up,
 )
 
@@ -152,41 +151,32 @@ def prepare() -> str:
     django.setup()
     from django.core.management import call_command
 
-    from tools_app.audit import Actor
     from tools_app.models import AgentToken
-    from tools_app.versions import save_version
 
     call_command("migrate", verbosity=0)
-    for name, source in (("trivial", TRIVIAL_TS), ("sleepy", SLEEP_TS)):
-        toolmd = (
-            f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
-            "inputs:\n  n:\n    type: integer\n    description: A number.\n"
-            "    optional: true\n---\n\n# Bench\n"
-        )
-        files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
-        save_version(name, files, actor=Actor.system(), publish=True)
+    publish("trivial", TRIVIAL_TS)
+    publish("sleepy", SLEEP_TS)
     _, raw = AgentToken.issue("bench", ["tools:invoke"])
     return raw
 
 
-def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
-    return spawn(
-        [
-            venv_command("celery"),
-            "-A",
-            "console",
-            "worker",
-            "--loglevel",
-            "WARNING",
-            "--concurrency",
-            str(CELERY_PROCESSES),
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        env,
-        workdir / "worker.log",
+def publish(name: str, source: str = TRIVIAL_TS) -> None:
+    """Save and publish a TypeScript tool taking an optional integer `n` (after django.setup())."""
+    from tools_app.audit import Actor
+    from tools_app.versions import save_version
+
+    toolmd = (
+        f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
+        "inputs:\n  n:\n    type: integer\n    description: A number.\n"
+        "    optional: true\n---\n\n# Bench\n"
     )
+    files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
+    save_version(name, files, actor=Actor.system(), publish=True)
+
+
+def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
+    quiet = ("--without-gossip", "--without-mingle", "--without-heartbeat")
+    return celery_worker(env, workdir / "worker.log", *quiet, concurrency=CELERY_PROCESSES)
 
 
 class Api:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import anyio
 from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
-from invoke import SETTLE_SECONDS, TRIVIAL_TS, Api, bench_env, pick_broker, start_worker
+from invoke import SETTLE_SECONDS, TRIVIAL_TS, Api, bench_env, pick_broker, publish, start_worker
 
 # This file is bench/mcp.py, and its folder is first on the path: without it there,
 # `import mcp` (in measure()) finds the SDK rather than this script.
@@ -88,19 +88,6 @@ def prepare() -> str:
     publish("trivial", TRIVIAL_TS)
     _, raw = AgentToken.issue("bench", ["registry:read", "tools:invoke"])
     return raw
-
-
-def publish(name: str, source: str = TRIVIAL_TS) -> None:
-    from tools_app.audit import Actor
-    from tools_app.versions import save_version
-
-    toolmd = (
-        f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
-        "inputs:\n  n:\n    type: integer\n    description: A number.\n"
-        "    optional: true\n---\n\n# Bench\n"
-    )
-    files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
-    save_version(name, files, actor=Actor.system(), publish=True)
 
 
 async def measure(port: int, token: str, args: argparse.Namespace) -> dict:

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,12 +41,12 @@ from collections import Counter
 from pathlib import Path
 
 from benchserver import (
+    celery_worker,
     console_env,
     free_port,
-    spawn,
+    kill,
     start_gunicorn,
     stop,
-    venv_command,
     wait_until_up,
 )
 from invoke import REDIS_URL, Api, port_open, prepare
@@ -63,22 +62,9 @@ FINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
 
 def start_worker(env: dict[str, str], workdir: Path, name: str) -> subprocess.Popen:
-    return spawn(
-        [venv_command("celery"), "-A", "console", "worker"]
-        + ["--loglevel", "WARNING", "--concurrency", str(CELERY_PROCESSES)]
-        + ["-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
-        env,
-        workdir / f"{name}.log",
-        append=True,
-    )
-
-
-def kill(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    process.wait()
+    node = f"{name}-{uuid.uuid4().hex[:6]}@%h"
+    log = workdir / f"{name}.log"
+    return celery_worker(env, log, "-n", node, concurrency=CELERY_PROCESSES, append=True)
 
 
 class Soak:
