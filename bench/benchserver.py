@@ -45,9 +45,8 @@ def start_gunicorn(
     env: dict[str, str], port: int, workdir: Path, *, workers: int, access_log: bool = True
 ) -> subprocess.Popen:
     """gunicorn with the project's config; output goes to workdir/gunicorn.log."""
-    log = open(workdir / "gunicorn.log", "wb")  # noqa: SIM115 (closed with the process)
     argv = [
-        str(Path(sys.executable).with_name("gunicorn")),
+        venv_command("gunicorn"),
         "console.asgi:application",
         "-c",
         "console/gunicorn.conf.py",
@@ -58,11 +57,34 @@ def start_gunicorn(
     ]
     if not access_log:
         argv += ["--access-logfile", "/dev/null"]
+    return spawn(argv, env, workdir / "gunicorn.log")
+
+
+def celery_worker(
+    env: dict[str, str], log: Path, *options: str, concurrency: int, append: bool = False
+) -> subprocess.Popen:
+    """A Celery worker of the console in `env` (see spawn), with `options` after the usual."""
+    argv = [venv_command("celery"), "-A", "console", "worker", "--loglevel", "WARNING"]
+    argv += ["--concurrency", str(concurrency), *options]
+    return spawn(argv, env, log, append=append)
+
+
+def venv_command(name: str) -> str:
+    """A console script (gunicorn, celery) of the Python running the benchmark."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def spawn(
+    argv: list[str], env: dict[str, str], log: Path, *, append: bool = False
+) -> subprocess.Popen:
+    """`argv` run in the repository with `env` on top of ours, its output to `log`, in a
+    process group of its own (stop() ends the group: a worker's tools too)."""
+    out = open(log, "ab" if append else "wb")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(
         argv,
         cwd=REPO,
         env={**os.environ, **env},
-        stdout=log,
+        stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
@@ -77,8 +99,16 @@ def stop(process: subprocess.Popen) -> None:
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
+        kill(process)
+
+
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL the process's group (started with start_new_session) and reap it."""
+    try:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    except ProcessLookupError:
+        return
+    process.wait()
 
 
 def wait_until_up(port: int, workdir: Path) -> None:

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,11 +38,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
-from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
-from invoke import Api, bench_env, pick_broker, start_worker
+from benchserver import REPO
+from invoke import Api, Console, pick_broker
 
 TARGET_RATIO = 1.5
-WEB_WORKERS = 2
 API_HOST = "127.0.0.2"
 SETTLE_SECONDS = 0.2
 
@@ -232,26 +229,16 @@ def main() -> int:
 
     fake = FakeApi()
     broker = pick_broker(args.broker)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-http-tool-"))
-    env = {**bench_env(workdir, broker), "CONSOLE_TOOL_NETWORK_ALLOW": fake.url[7:]}
-    os.environ.update(env)
-    processes: list[subprocess.Popen] = []
+    allow = {"CONSOLE_TOOL_NETWORK_ALLOW": fake.url[7:]}
     try:
-        token = prepare(fake.url)
-        port = free_port()
-        processes.append(start_gunicorn(env, port, workdir, workers=WEB_WORKERS, access_log=False))
-        processes.append(start_worker(env, workdir))
-        wait_until_up(port, workdir)
-        api = Api(port, token)
-        result: dict = {"broker": broker.split(":", 1)[0], "runs": args.runs}
-        result["end_to_end"] = [measure_end_to_end(api, fake.url, args.runs, d) for d in delays]
-        result |= measure_executor(fake, args.runs)
+        with Console("bench-http-tool-", broker, keep=args.keep, extra_env=allow) as console:
+            token = prepare(fake.url)
+            api = Api(console.start(), token)
+            result: dict = {"broker": broker.split(":", 1)[0], "runs": args.runs}
+            result["end_to_end"] = [measure_end_to_end(api, fake.url, args.runs, d) for d in delays]
+            result |= measure_executor(fake, args.runs)
     finally:
-        for process in processes:
-            stop(process)
         fake.close()
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     report(result)
     return 0
 

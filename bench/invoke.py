@@ -44,7 +44,15 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from benchserver import REPO, console_env, free_port, start_gunicorn, stop, wait_until_up
+from benchserver import (
+    REPO,
+    celery_worker,
+    console_env,
+    free_port,
+    start_gunicorn,
+    stop,
+    wait_until_up,
+)
 
 TARGET_RATIO = 1.0  # warm: through the API with a spare sandbox vs the bare node harness
 COLD_TARGET_RATIO = 2.0  # spare sandboxes off
@@ -79,27 +87,17 @@ def main() -> int:
     # The harness writes its protocol to fd 3: hold that number before any socket takes it.
     os.dup2(os.open(os.devnull, os.O_WRONLY), PROTOCOL_FD)
     broker = pick_broker(args.broker)
-    workdir = Path(tempfile.mkdtemp(prefix="bench-invoke-"))
-    env = bench_env(workdir, broker)
-    os.environ.update(env)
-    processes: list[subprocess.Popen] = []
-    try:
+    with Console("bench-invoke-", broker, keep=args.keep) as console:
         token = prepare()
-        port = free_port()
-        processes.append(start_gunicorn(env, port, workdir, workers=WEB_WORKERS, access_log=False))
-        worker = start_worker(env, workdir)
-        processes.append(worker)
-        wait_until_up(port, workdir)
-        api = Api(port, token)
+        api = Api(console.start(), token)
         result = {
             "broker": broker.split(":", 1)[0],
-            **measure_latency(api, workdir, args.runs),
+            **measure_latency(api, console.workdir, args.runs),
             **measure_throughput(api, args.throughput_runs),
         }
         print("\nspare sandboxes off: every run starts cold", flush=True)
-        stop(worker)
-        processes.append(start_worker({**env, "TOOL_CONSOLE_SPARE_SANDBOXES": "off"}, workdir))
-        cold = measure_latency(api, workdir, args.runs)
+        console.replace_worker(TOOL_CONSOLE_SPARE_SANDBOXES="off")
+        cold = measure_latency(api, console.workdir, args.runs)
         result.update(
             {
                 "cold_direct_median_ms": cold["direct_median_ms"],
@@ -109,13 +107,49 @@ def main() -> int:
                 "cold_spare_runs": cold["spare_runs"],
             }
         )
-    finally:
-        for process in processes:
-            stop(process)
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     report(result)
     return 0
+
+
+class Console:
+    """A throwaway console for a benchmark: `bench_env` in a temporary folder (also set in
+    this process, for prepare()), then start() gunicorn and a worker. Leaving the `with`
+    stops them and removes the folder (unless `keep`)."""
+
+    def __init__(
+        self, prefix: str, broker: str, *, keep: bool, extra_env: dict[str, str] | None = None
+    ) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.env = {**bench_env(self.workdir, broker), **(extra_env or {})}
+        self.keep = keep
+        self.processes: list[subprocess.Popen] = []
+        os.environ.update(self.env)
+
+    def __enter__(self) -> Console:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in self.processes:
+            stop(process)
+        if not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def start(self) -> int:
+        """Start gunicorn and a worker; return the port once the console answers."""
+        port = free_port()
+        self.processes.append(
+            start_gunicorn(self.env, port, self.workdir, workers=WEB_WORKERS, access_log=False)
+        )
+        self.worker = start_worker(self.env, self.workdir)
+        self.processes.append(self.worker)
+        wait_until_up(port, self.workdir)
+        return port
+
+    def replace_worker(self, **env: str) -> None:
+        """Stop the worker and start another with `env` on top."""
+        stop(self.worker)
+        self.worker = start_worker({**self.env, **env}, self.workdir)
+        self.processes.append(self.worker)
 
 
 def pick_broker(choice: str) -> str:
@@ -151,45 +185,32 @@ def prepare() -> str:
     django.setup()
     from django.core.management import call_command
 
-    from tools_app.audit import Actor
     from tools_app.models import AgentToken
-    from tools_app.versions import save_version
 
     call_command("migrate", verbosity=0)
-    for name, source in (("trivial", TRIVIAL_TS), ("sleepy", SLEEP_TS)):
-        toolmd = (
-            f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
-            "inputs:\n  n:\n    type: integer\n    description: A number.\n"
-            "    optional: true\n---\n\n# Bench\n"
-        )
-        files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
-        save_version(name, files, actor=Actor.system(), publish=True)
+    publish("trivial", TRIVIAL_TS)
+    publish("sleepy", SLEEP_TS)
     _, raw = AgentToken.issue("bench", ["tools:invoke"])
     return raw
 
 
-def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
-    log = open(workdir / "worker.log", "wb")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("celery")),
-            "-A",
-            "console",
-            "worker",
-            "--loglevel",
-            "WARNING",
-            "--concurrency",
-            str(CELERY_PROCESSES),
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+def publish(name: str, source: str = TRIVIAL_TS) -> None:
+    """Save and publish a TypeScript tool taking an optional integer `n` (after django.setup())."""
+    from tools_app.audit import Actor
+    from tools_app.versions import save_version
+
+    toolmd = (
+        f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
+        "inputs:\n  n:\n    type: integer\n    description: A number.\n"
+        "    optional: true\n---\n\n# Bench\n"
     )
+    files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
+    save_version(name, files, actor=Actor.system(), publish=True)
+
+
+def start_worker(env: dict[str, str], workdir: Path) -> subprocess.Popen:
+    quiet = ("--without-gossip", "--without-mingle", "--without-heartbeat")
+    return celery_worker(env, workdir / "worker.log", *quiet, concurrency=CELERY_PROCESSES)
 
 
 class Api:

@@ -20,25 +20,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import anyio
-from benchserver import REPO, free_port, start_gunicorn, stop, wait_until_up
-from invoke import SETTLE_SECONDS, TRIVIAL_TS, Api, bench_env, pick_broker, start_worker
+from benchserver import REPO
+from invoke import SETTLE_SECONDS, TRIVIAL_TS, Api, Console, pick_broker, publish
 
 # This file is bench/mcp.py, and its folder is first on the path: without it there,
 # `import mcp` (in measure()) finds the SDK rather than this script.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 TARGET_RATIO = 1.2
-WEB_WORKERS = 2
 
 
 def main() -> int:
@@ -50,22 +45,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
-    env = bench_env(workdir, pick_broker(args.broker))
-    os.environ.update(env)
-    processes: list[subprocess.Popen] = []
-    try:
+    with Console("bench-mcp-", pick_broker(args.broker), keep=args.keep) as console:
         token = prepare()
-        port = free_port()
-        processes.append(start_gunicorn(env, port, workdir, workers=WEB_WORKERS, access_log=False))
-        processes.append(start_worker(env, workdir))
-        wait_until_up(port, workdir)
-        result = anyio.run(measure, port, token, args)
-    finally:
-        for process in processes:
-            stop(process)
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+        result = anyio.run(measure, console.start(), token, args)
     print(
         f"\nmcp median {result['mcp_median_ms']} ms, rest median {result['rest_median_ms']} ms, "
         f"ratio {result['ratio']} (target <= {TARGET_RATIO}); tools/list of {result['tools']} "
@@ -88,19 +70,6 @@ def prepare() -> str:
     publish("trivial", TRIVIAL_TS)
     _, raw = AgentToken.issue("bench", ["registry:read", "tools:invoke"])
     return raw
-
-
-def publish(name: str, source: str = TRIVIAL_TS) -> None:
-    from tools_app.audit import Actor
-    from tools_app.versions import save_version
-
-    toolmd = (
-        f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
-        "inputs:\n  n:\n    type: integer\n    description: A number.\n"
-        "    optional: true\n---\n\n# Bench\n"
-    )
-    files = {"TOOL.md": toolmd.encode(), "index.ts": source.encode()}
-    save_version(name, files, actor=Actor.system(), publish=True)
 
 
 async def measure(port: int, token: str, args: argparse.Namespace) -> dict:

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,15 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from benchserver import console_env, free_port, start_gunicorn, stop, wait_until_up
+from benchserver import (
+    celery_worker,
+    console_env,
+    free_port,
+    kill,
+    start_gunicorn,
+    stop,
+    wait_until_up,
+)
 from invoke import REDIS_URL, Api, port_open, prepare
 
 WEB_WORKERS = 2
@@ -55,25 +62,9 @@ FINAL = {"succeeded", "failed", "cancelled", "timed_out", "lost"}
 
 
 def start_worker(env: dict[str, str], workdir: Path, name: str) -> subprocess.Popen:
-    log = open(workdir / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen(
-        [str(Path(sys.executable).with_name("celery")), "-A", "console", "worker"]
-        + ["--loglevel", "WARNING", "--concurrency", str(CELERY_PROCESSES)]
-        + ["-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"],
-        cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, **env},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def kill(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    process.wait()
+    node = f"{name}-{uuid.uuid4().hex[:6]}@%h"
+    log = workdir / f"{name}.log"
+    return celery_worker(env, log, "-n", node, concurrency=CELERY_PROCESSES, append=True)
 
 
 class Soak:

@@ -94,6 +94,17 @@ def _make_handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def send_json(handler: BaseHTTPRequestHandler, data: object) -> bool:
+    """Answer 200 with `data` as JSON, from a Provider.handler (True: answered)."""
+    body = json.dumps(data).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+    return True
+
+
 @pytest.fixture
 def fake_provider() -> Iterator[Provider]:
     state = Provider()

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from tests.forms_support import submit
-from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
+from tests.integrations_support import fake_provider, send_json  # noqa: F401 (fixture)
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool
@@ -31,13 +31,7 @@ def provider(fake_provider):  # noqa: F811 (the fixture above, by another name)
 def echo(handler) -> bool:
     """Providers do echo credentials back; the response must be stored without them."""
     data = {"data": {"id": "r1", "status": "READY", "echo": handler.headers.get("X-Key", "")}}
-    body = json.dumps(data).encode()
-    handler.send_response(200)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-    return True
+    return send_json(handler, data)
 
 
 def toolmd(url: str, outputs: str = "") -> bytes:

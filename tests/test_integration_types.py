@@ -178,6 +178,19 @@ def test_it_only_warns_about_unknown_top_level_keys():
     ]
 
 
+def test_it_names_unknown_field_and_test_keys_as_written_with_the_allowed_ones():
+    text = GOOD.replace("    kind: url\n", "    kind: url\n    two words: x\n").replace(
+        "test:\n", "test:\n  verb: GET\n"
+    )
+    _, problems = parse(text)
+    assert problems == [
+        "seed/integrations/demo.yaml:7: fields[0].two words: unknown key "
+        "(allowed: name, label, env, kind, secret, required, default, help)",
+        "seed/integrations/demo.yaml:13: test.verb: unknown key "
+        "(allowed: method, url, headers, body, expect)",
+    ]
+
+
 def test_it_refuses_oversized_files_and_bad_file_names():
     _, problems = parse("label: x\n" + "#" * (64 * 1024))
     assert problems == ["seed/integrations/demo.yaml:1: file: is larger than 64 KiB"]

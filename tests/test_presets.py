@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from tests.agent_api import agent_client, reset_api_caches
 from tests.forms_support import submit
-from tests.integrations_support import fake_provider, fernet_keys  # noqa: F401 (fixtures)
+from tests.integrations_support import fake_provider, fernet_keys, send_json  # noqa: F401
 from tools_app import runs, schema
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool, ToolPreset
@@ -33,13 +33,7 @@ def provider(fake_provider):  # noqa: F811 (the fixture above, by another name)
 
 def echo(handler) -> bool:
     """The provider answers with what it was sent: path and headers (providers do echo)."""
-    body = json.dumps({"got": handler.path, "key": handler.headers.get("X-Key", "")}).encode()
-    handler.send_response(200)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-    return True
+    return send_json(handler, {"got": handler.path, "key": handler.headers.get("X-Key", "")})
 
 
 @pytest.fixture

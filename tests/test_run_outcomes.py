@@ -67,6 +67,19 @@ def page(client: Client, run: Run) -> str:
     return text_of(response.content.decode())
 
 
+@pytest.fixture
+def python_tool(make_tool):
+    """Makes a Python tool whose execute() runs the given lines, after `imports`."""
+
+    def make(name: str, *lines: str, imports: str = "", **options):
+        head = f"import {imports}\n\n" if imports else ""
+        body = "".join(f"    {line}\n" for line in lines)
+        source = head + "def execute(tool_call_id, params, signal, on_update):\n" + body
+        return make_tool(name, language="python", source=source, **options)
+
+    return make
+
+
 GREETS = """
 def execute(tool_call_id, params, signal, on_update):
     on_update({"content": [{"type": "text", "text": "looking up " + params["name"]}]})
@@ -90,13 +103,11 @@ def test_a_successful_run(developer_client, make_tool):
     assert "Cancel" not in text.split("Progress")[1]
 
 
-def test_a_run_whose_tool_reports_an_error(developer_client, make_tool):
-    source = (
-        "def execute(tool_call_id, params, signal, on_update):\n"
-        "    return {'content': [{'type': 'text', 'text': 'the upstream said no'}],"
-        " 'isError': True}\n"
+def test_a_run_whose_tool_reports_an_error(developer_client, python_tool):
+    python_tool(
+        "refuser",
+        "return {'content': [{'type': 'text', 'text': 'the upstream said no'}], 'isError': True}",
     )
-    make_tool("refuser", language="python", source=source)
 
     run = run_from_the_form(developer_client, "refuser")
 
@@ -106,11 +117,8 @@ def test_a_run_whose_tool_reports_an_error(developer_client, make_tool):
     assert "Result error the upstream said no" in text
 
 
-def test_a_run_that_times_out(developer_client, make_tool):
-    source = (
-        "import time\n\ndef execute(tool_call_id, params, signal, on_update):\n    time.sleep(60)\n"
-    )
-    make_tool("slow", language="python", source=source, extra={"timeout": 1})
+def test_a_run_that_times_out(developer_client, python_tool):
+    python_tool("slow", "time.sleep(60)", imports="time", extra={"timeout": 1})
 
     run = run_from_the_form(developer_client, "slow")
 
@@ -119,15 +127,15 @@ def test_a_run_that_times_out(developer_client, make_tool):
     assert "Result error Timed out: the tool did not finish within 1 s" in text
 
 
-def test_a_run_cancelled_from_its_page(developer_client, make_tool):
-    source = (
-        "import time\n\ndef execute(tool_call_id, params, signal, on_update):\n"
-        "    on_update({'content': [{'type': 'text', 'text': 'working'}]})\n"
-        "    while not signal.aborted:\n"
-        "        time.sleep(0.05)\n"
-        "    return {'content': [{'type': 'text', 'text': 'stopped as asked'}], 'isError': True}\n"
+def test_a_run_cancelled_from_its_page(developer_client, python_tool):
+    python_tool(
+        "patient",
+        "on_update({'content': [{'type': 'text', 'text': 'working'}]})",
+        "while not signal.aborted:",
+        "    time.sleep(0.05)",
+        "return {'content': [{'type': 'text', 'text': 'stopped as asked'}], 'isError': True}",
+        imports="time",
     )
-    make_tool("patient", language="python", source=source)
     response = submit(developer_client, reverse("tool_run", args=["patient"]), form_id="run-form")
     run = Run.objects.get()
     pressed = []
@@ -156,14 +164,14 @@ def find_cancel_button(client: Client, run: Run) -> bool:
     return 'id="cancel-run"' in client.get(reverse("run", args=[run.pk])).content.decode()
 
 
-def test_a_run_whose_tool_crashes_shows_its_stderr(developer_client, make_tool):
-    source = (
-        "import os, sys\n\ndef execute(tool_call_id, params, signal, on_update):\n"
-        "    sys.stderr.write('boom: the disk is on fire\\n')\n"
-        "    sys.stderr.flush()\n"
-        "    os._exit(3)\n"
+def test_a_run_whose_tool_crashes_shows_its_stderr(developer_client, python_tool):
+    python_tool(
+        "crasher",
+        "sys.stderr.write('boom: the disk is on fire\\n')",
+        "sys.stderr.flush()",
+        "os._exit(3)",
+        imports="os, sys",
     )
-    make_tool("crasher", language="python", source=source)
 
     run = run_from_the_form(developer_client, "crasher")
 
@@ -174,15 +182,15 @@ def test_a_run_whose_tool_crashes_shows_its_stderr(developer_client, make_tool):
     assert "Process exit code 3" in text
 
 
-def test_a_run_with_artifacts_and_notices(developer_client, make_tool):
-    source = (
-        "import os\n\ndef execute(tool_call_id, params, signal, on_update):\n"
-        "    out = os.environ['TOOL_OUTPUT_DIR']\n"
-        "    open(os.path.join(out, 'report.txt'), 'w').write('the report body')\n"
-        "    os.symlink('/etc/passwd', os.path.join(out, 'sneaky'))\n"
-        "    return {'content': [{'type': 'text', 'text': 'wrote a report'}]}\n"
+def test_a_run_with_artifacts_and_notices(developer_client, python_tool):
+    python_tool(
+        "writer",
+        "out = os.environ['TOOL_OUTPUT_DIR']",
+        "open(os.path.join(out, 'report.txt'), 'w').write('the report body')",
+        "os.symlink('/etc/passwd', os.path.join(out, 'sneaky'))",
+        "return {'content': [{'type': 'text', 'text': 'wrote a report'}]}",
+        imports="os",
     )
-    make_tool("writer", language="python", source=source)
 
     run = run_from_the_form(developer_client, "writer")
 
@@ -195,15 +203,14 @@ def test_a_run_with_artifacts_and_notices(developer_client, make_tool):
     assert b"".join(download.streaming_content) == b"the report body"
 
 
-def test_a_run_whose_tool_returns_content_that_is_not_text(developer_client, make_tool):
+def test_a_run_whose_tool_returns_content_that_is_not_text(developer_client, python_tool):
     """Results are text blocks (DESIGN section 4): an image block is a tool bug the page
     names, rather than a silently dropped part of the answer."""
-    source = (
-        "def execute(tool_call_id, params, signal, on_update):\n"
-        "    return {'content': [{'type': 'text', 'text': 'a chart:'},"
-        " {'type': 'image', 'data': 'iVBORw0KGgo=', 'mimeType': 'image/png'}]}\n"
+    python_tool(
+        "charts",
+        "return {'content': [{'type': 'text', 'text': 'a chart:'},"
+        " {'type': 'image', 'data': 'iVBORw0KGgo=', 'mimeType': 'image/png'}]}",
     )
-    make_tool("charts", language="python", source=source)
 
     run = run_from_the_form(developer_client, "charts")
 
@@ -232,18 +239,18 @@ def test_a_run_an_agent_started_with_a_token(viewer_client, make_tool):
 
 
 @unprivileged.when_root
-def test_a_fallback_run_shows_hostile_output_as_text(viewer_client, developer_client, make_tool,
+def test_a_fallback_run_shows_hostile_output_as_text(viewer_client, developer_client, python_tool,
                                                       monkeypatch):  # fmt: skip
     """Tool output is untrusted: the result and stderr are shown escaped, never as markup.
     The page also says the run had only the process fallback, and why."""
     monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", "process")
-    source = (
-        "import sys\n\ndef execute(tool_call_id, params, signal, on_update):\n"
-        "    sys.stderr.write('<img src=x onerror=alert(2)>\\n')\n"
-        "    return {'content': [{'type': 'text', 'text': '<script>alert(1)</script>'}],"
-        " 'isError': True}\n"
+    python_tool(
+        "hostile",
+        "sys.stderr.write('<img src=x onerror=alert(2)>\\n')",
+        "return {'content': [{'type': 'text', 'text': '<script>alert(1)</script>'}],"
+        " 'isError': True}",
+        imports="sys",
     )
-    make_tool("hostile", language="python", source=source)
 
     run = run_from_the_form(developer_client, "hostile")
 

@@ -41,18 +41,30 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def python(tmp_path: Path, code: str, **env: str) -> dict:
-    """Run `code` after django.setup() in a new process; it prints one JSON document."""
-    script = "import django, json\ndjango.setup()\n" + textwrap.dedent(code)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
+def fresh_process(
+    tmp_path: Path, argv: list[str], *, timeout: int = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv` from the repository in a fresh install's environment (clean_env)."""
+    return subprocess.run(
+        argv,
         env=clean_env(tmp_path, **env),
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
+
+
+def script(tmp_path: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run the Python `code` in a fresh process; it must exit 0."""
+    done = fresh_process(tmp_path, [sys.executable, "-c", code], **env)
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def python(tmp_path: Path, code: str, **env: str) -> dict:
+    """Run `code` after django.setup() in a new process; it prints one JSON document."""
+    done = script(tmp_path, "import django, json\ndjango.setup()\n" + textwrap.dedent(code), **env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -62,14 +74,8 @@ def python(tmp_path: Path, code: str, **env: str) -> dict:
 def run_tool(tmp_path: Path, name: str, params: dict, **env: str) -> tuple[int, dict]:
     database = worker_database_url()
     require(database is None, "in-memory SQLite: a second process cannot see the test data")
-    done = subprocess.run(
-        [*MANAGE, "run_tool", name, "--params", json.dumps(params)],
-        env=clean_env(tmp_path, DATABASE_URL=database, **env),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    argv = [*MANAGE, "run_tool", name, "--params", json.dumps(params)]
+    done = fresh_process(tmp_path, argv, timeout=300, DATABASE_URL=database, **env)
     assert done.returncode in (0, 1), done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -235,7 +241,7 @@ def test_db_conn_max_age_sets_how_long_connections_are_kept(tmp_path):
 
 
 def test_log_level_hides_messages_below_it(tmp_path):
-    script = textwrap.dedent("""
+    code = textwrap.dedent("""
         import django, logging
         django.setup()
         logging.getLogger("tools_app").info("an info line")
@@ -243,16 +249,7 @@ def test_log_level_hides_messages_below_it(tmp_path):
     """)
 
     def stderr(**env: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            env=clean_env(tmp_path, **env),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stderr
+        return script(tmp_path, code, **env).stderr
 
     default = stderr()
     assert "an info line" in default and "a warning line" in default

@@ -454,6 +454,29 @@ def test_it_warns_about_unknown_top_level_keys_and_keeps_them() -> None:
     assert result.manifest.extra == {"category": "web", "tags": ["a", "b"]}
 
 
+def test_it_names_unknown_input_request_and_output_keys_with_the_allowed_ones() -> None:
+    result = parse(
+        *BASE,
+        "kind: http",
+        "inputs:",
+        '  q: {type: string, description: D., "two words": 1}',
+        "request:",
+        "  method: GET",
+        "  url: https://api.example.org/items",
+        "  verb: GET",
+        "outputs:",
+        "  id: {type: string, path: data.id, sort: up}",
+    )
+    assert [str(p) for p in result.problems] == [
+        "t/TOOL.md:6: inputs.q.'two words': unknown input key 'two words' (allowed: type, "
+        "description, optional, sensitive, values, default, visibility)",
+        "t/TOOL.md:10: request.verb: unknown request key 'verb' (allowed: method, url, query, "
+        "headers, body, response, timeout)",
+        "t/TOOL.md:12: outputs.id.sort: unknown output key 'sort' (allowed: type, path, "
+        "description, nullable)",
+    ]
+
+
 # --- frontmatter and YAML ---------------------------------------------------------------
 
 

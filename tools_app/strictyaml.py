@@ -12,7 +12,8 @@ lists every problem of a file with its line and key.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -100,6 +101,25 @@ def compose(text: str, max_depth: int = MAX_DEPTH) -> Node | None:
         loader.dispose()
 
 
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a checked file (a TOOL.md, an integration type file)."""
+
+    path: str
+    line: int
+    key: str
+    message: str
+    severity: str = ERROR  # ERROR | WARNING
+
+    def __str__(self) -> str:
+        mark = "warning: " if self.severity == WARNING else ""
+        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
+
+
 class Map(dict[str, Any]):
     """A YAML mapping's values plus the lines of its keys and values."""
 
@@ -117,11 +137,31 @@ class Seq(list[Any]):
         self.item_lines: list[int] = []
 
 
+Report = Callable[[int, str, str], None]  # (line, key, message)
+
+
 def key_label(raw: str) -> str:
     """A key as problems name it: plain keys as they are, odd ones quoted on one line."""
     if _PLAIN_KEY_RE.fullmatch(raw):
         return raw
     return repr(raw) if len(raw) <= 64 else repr(raw[:61]) + "..."
+
+
+def report_unknown_keys(
+    report: Report,
+    m: Map,
+    allowed: Sequence[str],
+    message: str,
+    path: str = "",
+    *,
+    label: Callable[[str], str] = key_label,
+) -> None:
+    """Report each key of `m` outside `allowed` at its line, named `path.key` (`key` without
+    a path). `message` is formatted with `key` and `allowed` (the allowed keys, listed)."""
+    for key in m:
+        if key not in allowed:
+            name = f"{path}.{label(key)}" if path else label(key)
+            report(m.key_lines[key], name, message.format(key=key, allowed=", ".join(allowed)))
 
 
 def kind(value: Any) -> str:
@@ -147,9 +187,6 @@ def kind(value: Any) -> str:
 def show(value: Any) -> str:
     text = repr(value) if isinstance(value, str | int | float | bool) else kind(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-Report = Callable[[int, str, str], None]  # (line, key, message)
 
 
 class Reader:

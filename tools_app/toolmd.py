@@ -37,6 +37,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from tools_app import bundle, strictyaml
+from tools_app.strictyaml import ERROR, WARNING, Problem
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
 INPUT_TYPES = ("string", "number", "integer", "boolean", "enum", "json", "file", "file[]")
@@ -92,25 +93,10 @@ SLUG_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 # The frontmatter starts on the line after the opening `---`.
 FIRST_FRONTMATTER_LINE = 2
-ERROR = "error"
-WARNING = "warning"
 
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _DELIMITER_RE = re.compile(r"---[ \t]*(?:\r\n|\r|\n)?")
 _INVALID = strictyaml.INVALID
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    line: int
-    key: str
-    message: str
-    severity: str = ERROR  # "error" | "warning"
-
-    def __str__(self) -> str:
-        mark = "warning: " if self.severity == WARNING else ""
-        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
 
 
 @dataclass(frozen=True)
@@ -282,14 +268,9 @@ _key_label = strictyaml.key_label
 
 
 def _unknown_keys(c: _Checker, spec: _Map, path: str, what: str, allowed: tuple[str, ...]) -> None:
-    """An error for each key of `spec` outside `allowed` (an input's or an output's)."""
-    for key in spec:
-        if key not in allowed:
-            c.error(
-                spec.key_lines[key],
-                f"{path}.{_key_label(key)}",
-                f"unknown {what} key {key!r} (allowed: {', '.join(allowed)})",
-            )
+    """An error for each key of `spec` outside `allowed` (an input's, output's, request's)."""
+    message = f"unknown {what} key {{key!r}} (allowed: {{allowed}})"
+    strictyaml.report_unknown_keys(c.error, spec, allowed, message, path)
 
 
 _kind = strictyaml.kind
@@ -760,13 +741,7 @@ def _check_request(
     if not isinstance(value, _Map):
         c.error(m.value_lines["request"], "request", f"must be a mapping, got {_kind(value)}")
         return None
-    for key in value:
-        if key not in REQUEST_KEYS:
-            c.error(
-                value.key_lines[key],
-                f"request.{_key_label(key)}",
-                f"unknown request key {key!r} (allowed: {', '.join(REQUEST_KEYS)})",
-            )
+    _unknown_keys(c, value, "request", "request", REQUEST_KEYS)
     method = value.get("method", "GET")
     if method is _INVALID:
         method = "GET"

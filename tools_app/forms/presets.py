@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
 
 from tools_app import presets
+from tools_app.forms.runs import parse_json_field
 from tools_app.toolmd import InputSpec
 from tools_app.versions import SAMPLE_NAME_RE
 
@@ -52,20 +52,6 @@ class PresetForm(forms.Form):
 
 class ClearPresetForm(forms.Form):
     input = forms.CharField(max_length=64)
-
-
-def parse_json_field(label: str, text: str) -> Any:
-    """JSON from a textarea, or a ValidationError naming the field and where it broke."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise forms.ValidationError(
-            f"{label}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-        ) from None
-    except (ValueError, RecursionError):
-        raise forms.ValidationError(
-            f"{label}: not usable JSON: a number is too long or the nesting is too deep."
-        ) from None
 
 
 class DocumentedSampleForm(forms.Form):

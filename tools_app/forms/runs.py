@@ -53,16 +53,22 @@ class JsonInputField(forms.CharField):
         text = super().to_python(value)
         if text in self.empty_values:
             return None
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"{self.label}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from None
-        except (ValueError, RecursionError):
-            raise forms.ValidationError(
-                f"{self.label}: not usable JSON: a number is too long or the nesting is too deep."
-            ) from None
+        return parse_json_field(self.label, text)
+
+
+def parse_json_field(label: str | None, text: str) -> Any:
+    """JSON from a textarea, or a ValidationError saying where it broke, after "label: "
+    (the message stands alone, capitalised, with no label)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+    except (ValueError, RecursionError):
+        # Numbers past Python's digit limit, arrays nested thousands deep.
+        problem = "not usable JSON: a number is too long or the nesting is too deep."
+    if label is None:
+        raise forms.ValidationError(problem[0].upper() + problem[1:])
+    raise forms.ValidationError(f"{label}: {problem}")
 
 
 def file_object(upload) -> dict[str, Any]:
@@ -210,18 +216,7 @@ class RawParamsForm(forms.Form):
     )
 
     def clean_params(self) -> dict[str, Any]:
-        text = self.cleaned_data["params"] or "{}"
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
-            ) from None
-        except (ValueError, RecursionError):
-            # Numbers past Python's digit limit, arrays nested thousands deep.
-            raise forms.ValidationError(
-                "Not usable JSON: a number is too long or the nesting is too deep."
-            ) from None
+        value = parse_json_field(None, self.cleaned_data["params"] or "{}")
         if not isinstance(value, dict):
             raise forms.ValidationError('The params must be a JSON object: {"name": value}.')
         return value

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import models, transaction
+from django.db import models
 
-from tools_app.audit import Actor, record
+from tools_app.audit import Actor
+from tools_app.integrations.service import set_switch
 from tools_app.models import Integration, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, has_role
@@ -113,20 +114,13 @@ def secret_access(
 
 def set_allow_test_runs(integration: Integration, allowed: bool, *, actor: Actor) -> Integration:
     """Switch an integration's "allow test runs" on or off, audited."""
-    with transaction.atomic():
-        current = Integration.objects.select_for_update().get(pk=integration.pk)
-        if current.allow_test_runs == allowed:
-            return current
-        current.allow_test_runs = allowed
-        current.revision += 1
-        current.updated_by = actor.user
-        current.save(update_fields=["allow_test_runs", "revision", "updated_by", "updated_at"])
-        record(
-            actor,
-            "integration.allow_test_runs",
-            current,
-            summary=f"{'allowed' if allowed else 'stopped'} test runs (draft versions) "
-            f"to receive {current.slug}",
-            data={"allow_test_runs": allowed},
-        )
-    return current
+    return set_switch(
+        integration,
+        "allow_test_runs",
+        allowed,
+        actor=actor,
+        action="integration.allow_test_runs",
+        summary=f"{'allowed' if allowed else 'stopped'} test runs (draft versions) "
+        f"to receive {integration.slug}",
+        data={"allow_test_runs": allowed},
+    )

@@ -333,20 +333,37 @@ def update_integration(
 
 
 def set_enabled(integration: Integration, enabled: bool, *, actor: Actor) -> Integration:
+    return set_switch(
+        integration,
+        "enabled",
+        enabled,
+        actor=actor,
+        action="integration.enable" if enabled else "integration.disable",
+        summary=f"{'enabled' if enabled else 'disabled'} {integration.slug}",
+    )
+
+
+def set_switch(
+    integration: Integration,
+    field: str,
+    value: bool,
+    *,
+    actor: Actor,
+    action: str,
+    summary: str,
+    data: dict[str, Any] | None = None,
+) -> Integration:
+    """Set one on/off field of an integration under a row lock, a new revision, audited as
+    `action`; nothing happens (no revision, no audit) when it already has that value."""
     with transaction.atomic():
         current = Integration.objects.select_for_update().get(pk=integration.pk)
-        if current.enabled == enabled:
+        if getattr(current, field) == value:
             return current
-        current.enabled = enabled
+        setattr(current, field, value)
         current.revision += 1
         current.updated_by = actor.user
-        current.save(update_fields=["enabled", "revision", "updated_by", "updated_at"])
-        record(
-            actor,
-            "integration.enable" if enabled else "integration.disable",
-            current,
-            summary=f"{'enabled' if enabled else 'disabled'} {current.slug}",
-        )
+        current.save(update_fields=[field, "revision", "updated_by", "updated_at"])
+        record(actor, action, current, summary=summary, data=data)
     return current
 
 

@@ -31,19 +31,7 @@ from tools_app.integrations.validation import (
     env_problem,
     value_problem,
 )
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    line: int
-    key: str
-    message: str
-    severity: str = "error"
-
-    def __str__(self) -> str:
-        mark = "warning: " if self.severity == "warning" else ""
-        return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
+from tools_app.strictyaml import Problem
 
 
 @dataclass(frozen=True)
@@ -103,6 +91,15 @@ class TypeRegistry:
 
 _Map = strictyaml.Map
 _Seq = strictyaml.Seq
+
+
+def _unknown_keys(
+    report: strictyaml.Report, m: _Map, allowed: tuple[str, ...], message: str, path: str = ""
+) -> None:
+    # Type files name an unknown key as written, where TOOL.md quotes odd ones (key_label).
+    strictyaml.report_unknown_keys(report, m, allowed, message, path, label=str)
+
+
 # Type files hold no dates: a timestamp-looking value is a tag error, not a datetime.
 _SCALAR_TAGS = frozenset(strictyaml.SCALAR_TAGS - {strictyaml.TAG + "timestamp"})
 
@@ -161,13 +158,7 @@ def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | N
     if not isinstance(item, _Map):
         c.error(line, path, "must be a mapping with name, env, ...")
         return None
-    for key in item:
-        if key not in FIELD_KEYS:
-            c.error(
-                item.key_lines[key],
-                f"{path}.{key}",
-                f"unknown key (allowed: {', '.join(FIELD_KEYS)})",
-            )
+    _unknown_keys(c.error, item, FIELD_KEYS, "unknown key (allowed: {allowed})", path)
     name = _text(c, item, "name", f"{path}.name", required=True, limit=64)
     if name and not FIELD_NAME_RE.fullmatch(name):
         c.error(
@@ -242,11 +233,7 @@ def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSp
     if not isinstance(test, _Map):
         c.error(line, "test", "must be a mapping with method, url, headers, expect")
         return None
-    for key in test:
-        if key not in TEST_KEYS:
-            c.error(
-                test.key_lines[key], f"test.{key}", f"unknown key (allowed: {', '.join(TEST_KEYS)})"
-            )
+    _unknown_keys(c.error, test, TEST_KEYS, "unknown key (allowed: {allowed})", "test")
     method = (_text(c, test, "method", "test.method", required=False) or "GET").upper()
     if method not in METHODS:
         c.error(
@@ -336,11 +323,7 @@ def parse_type(
     if not isinstance(data, _Map):
         c.error(1, "file", "must be a YAML mapping with label, description and fields")
         return None, c.problems
-    for key in data:
-        if key not in TYPE_KEYS:
-            c.warning(
-                data.key_lines[key], key, f"unknown key, ignored (known: {', '.join(TYPE_KEYS)})"
-            )
+    _unknown_keys(c.warning, data, TYPE_KEYS, "unknown key, ignored (known: {allowed})")
     label = _text(c, data, "label", "label", required=True, limit=MAX_LABEL)
     description = _text(c, data, "description", "description", required=True)
     custom = _flag(c, data, "custom", "custom")

@@ -5,13 +5,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 
-class Tail:
-    """Keeps the last `capacity` bytes written."""
+class _Kept:
+    """At most `capacity` bytes of what was written (which ones: Head, Tail), and the total."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.total = 0
         self._buffer = bytearray()
+
+    @property
+    def cut(self) -> bool:
+        return self.total > len(self._buffer)
+
+    def text(self) -> str:
+        return decode(bytes(self._buffer))
+
+
+class Tail(_Kept):
+    """Keeps the last `capacity` bytes written."""
 
     def write(self, data: bytes) -> None:
         self.total += len(data)
@@ -19,34 +30,15 @@ class Tail:
         if len(self._buffer) > self.capacity:
             del self._buffer[: len(self._buffer) - self.capacity]
 
-    @property
-    def cut(self) -> bool:
-        return self.total > len(self._buffer)
 
-    def text(self) -> str:
-        return decode(bytes(self._buffer))
-
-
-class Head:
+class Head(_Kept):
     """Keeps the first `capacity` bytes written and counts the rest."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.total = 0
-        self._buffer = bytearray()
 
     def write(self, data: bytes) -> None:
         self.total += len(data)
         room = self.capacity - len(self._buffer)
         if room > 0:
             self._buffer += data[:room]
-
-    @property
-    def cut(self) -> bool:
-        return self.total > len(self._buffer)
-
-    def text(self) -> str:
-        return decode(bytes(self._buffer))
 
 
 class Lines:

@@ -130,18 +130,19 @@ def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
     }
 
 
-def _viewed_version(request: HttpRequest, tool: Tool) -> ToolVersion:
+def _viewed_tab(request: HttpRequest, name: str, tab: str) -> tuple[Tool, ToolVersion, dict]:
+    """The tool, the version on screen (?version=, else the latest) and the tab's header."""
+    tool = get_tool_or_404(name)
     number = _version_number(request, default=tool.latest_number)
-    return get_object_or_404(ToolVersion, tool=tool, number=number)
+    version = get_object_or_404(ToolVersion, tool=tool, number=number)
+    return tool, version, tool_header(tool, version, tab)
 
 
 @require_safe
 @role_required(VIEWER)
 def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     """The Overview tab: the rendered documentation (the source has its own tab)."""
-    tool = get_tool_or_404(name)
-    version = _viewed_version(request, tool)
-    context = tool_header(tool, version, "tool")
+    tool, version, context = _viewed_tab(request, name, "tool")
     # The two latest versions, enough to tell whether a seed import replaced an edit.
     latest_two = list(tool.versions.only("tool_id", "number", "source").order_by("-number")[:2])
     context |= {
@@ -159,9 +160,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def tool_inputs(request: HttpRequest, name: str) -> HttpResponse:
-    tool = get_tool_or_404(name)
-    version = _viewed_version(request, tool)
-    context = tool_header(tool, version, "tool_inputs")
+    *_, context = _viewed_tab(request, name, "tool_inputs")
     # Defaults shown as JSON (true, "text"), the way agents send them.
     context["inputs"] = [
         (spec, json.dumps(spec.default, ensure_ascii=False) if spec.has_default else None)
@@ -173,9 +172,7 @@ def tool_inputs(request: HttpRequest, name: str) -> HttpResponse:
 @require_safe
 @role_required(VIEWER)
 def tool_source(request: HttpRequest, name: str) -> HttpResponse:
-    tool = get_tool_or_404(name)
-    version = _viewed_version(request, tool)
-    context = tool_header(tool, version, "tool_source")
+    _, version, context = _viewed_tab(request, name, "tool_source")
     files = _source_files(version)
     context |= {
         "entry_file": next((f for f in files if f.is_entry), None),
@@ -189,9 +186,7 @@ def tool_source(request: HttpRequest, name: str) -> HttpResponse:
 def tool_registry(request: HttpRequest, name: str) -> HttpResponse:
     """The version's registry entry in the format chosen (?format=), as agents get it
     from GET /api/v1/registry?format=... once it is published."""
-    tool = get_tool_or_404(name)
-    version = _viewed_version(request, tool)
-    context = tool_header(tool, version, "tool_registry")
+    tool, version, context = _viewed_tab(request, name, "tool_registry")
     fmt = request.GET.get("format") or "native"
     base = reverse("tool_registry", args=[tool.name]) + "?"
     if version.number != tool.latest_number:
