@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,31 @@ from tools_app.models import AuditEvent, Tool
 DATA = Path(__file__).resolve().parent / "data" / "openapi"
 PETSTORE = DATA / "petstore-expanded" / "petstore-expanded.yaml"
 USPTO = DATA / "uspto" / "uspto.json"
+
+
+@contextmanager
+def stand_in(answer: Callable[[str], bytes]) -> Iterator[int]:
+    """A local server that answers each GET with `answer(path)` as JSON; yields its port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = answer(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def _run(*args: str) -> tuple[str, int]:
@@ -518,9 +547,6 @@ def test_it_lets_only_developers_import_and_links_the_page(viewer_client, develo
 
 @pytest.mark.django_db(transaction=True)
 def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from tools_app import runs
     from tools_app.audit import Actor
     from tools_app.models.runs import RunStatus, RunVia
@@ -530,22 +556,11 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
     body = json.dumps(example["content"]["application/json"]["example"]).encode()
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
+    def answer(path: str) -> bytes:
+        seen.append(path)
+        return body
 
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        port = httpd.server_address[1]
+    with stand_in(answer) as port:
         settings.ALLOWED_HOSTS = ["console.test"]
         settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
         out, code = _run(str(USPTO), "--server", f"http://127.0.0.1:{port}/ds-api",
@@ -555,9 +570,6 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
         publish_version(version, actor=Actor.system())
         run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = runs.execute_run(run.pk)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert seen == ["/ds-api/"]
     assert run.result["structuredContent"]["total"] == 2
@@ -587,8 +599,6 @@ ARRAY_QUERY = {
 
 
 def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp_path):
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from urllib.parse import parse_qs, urlsplit
 
     from tools_app import runs
@@ -598,23 +608,11 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
 
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
+    def answer(path: str) -> bytes:
+        seen.append(parse_qs(urlsplit(path).query))
+        return b'{"count": 2}'
 
-        def do_GET(self) -> None:
-            seen.append(parse_qs(urlsplit(self.path).query))
-            body = b'{"count": 2}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        port = httpd.server_address[1]
+    with stand_in(answer) as port:
         settings.ALLOWED_HOSTS = ["console.test"]
         settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
         spec = _spec({"/items": ARRAY_QUERY}, servers=[{"url": f"http://127.0.0.1:{port}"}])
@@ -636,9 +634,6 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
         params = {"ids": 7, "tags": "red,blue", "kinds": "a|b"}
         run = runs.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = runs.execute_run(run.pk)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert seen == [{"ids": ["7"], "tags": ["red,blue"], "kinds": ["a|b"]}]
 
@@ -648,27 +643,9 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
 
 @pytest.fixture
 def spec_server():
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     body = USPTO.read_bytes()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/uspto.json"
-    httpd.shutdown()
-    httpd.server_close()
+    with stand_in(lambda path: body) as port:
+        yield f"http://127.0.0.1:{port}/uspto.json"
 
 
 def test_it_refuses_to_fetch_a_document_from_loopback_unless_allowed(db, settings, spec_server):
