@@ -155,6 +155,23 @@ def test_it_starts_the_next_run_of_a_shape_in_a_spare(tmp_path: Path, language: 
     assert report(second)["env"]["TOOL_CALL_ID"] == "second"
 
 
+def test_it_waits_for_a_spare_that_starts_slowly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded machine starts a spare slowly; the next run waits for it rather than doing
+    the same start again from the beginning (a flake in CI when the wait was 1 s)."""
+    start = standby.Sandbox.start
+
+    def slow_start(*args: Any, **kwargs: Any) -> standby.Sandbox:
+        time.sleep(2.5)
+        return start(*args, **kwargs)
+
+    monkeypatch.setattr(standby.Sandbox, "start", slow_start)
+    first = run_tool(tmp_path, "python", ENV_PY)
+    second = run_tool(tmp_path, "python", ENV_PY)
+    assert (first.spare, second.spare) == (False, True)
+
+
 def test_it_gives_a_spare_only_the_runs_own_variables(tmp_path: Path) -> None:
     first = run_tool(tmp_path, "typescript", ENV_TS, env={"APIFY_TOKEN": "canary-first-run"})
     assert report(first)["env"]["APIFY_TOKEN"] == "canary-first-run"

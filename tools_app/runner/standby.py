@@ -49,9 +49,11 @@ logger = logging.getLogger(__name__)
 
 LANGUAGES = ("typescript", "javascript", "python")
 SPARE_IDLE_SECONDS = 120.0
-SPARE_WAIT_SECONDS = 1.0  # a run waits this long for a spare of its shape being started
 PREFIX = "spare-"
 READY_SECONDS = 20.0
+# A run waits for a spare of its shape that is being started as long as that start may
+# take: a cold start would do the same work from the beginning, competing for the CPU.
+SPARE_WAIT_SECONDS = READY_SECONDS + 1.0
 _PLACEHOLDER = Path("/nonexistent/tool-console-spare")
 
 
