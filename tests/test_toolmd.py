@@ -428,6 +428,21 @@ def test_it_rejects_defaults_of_the_wrong_type(type_: str, default: str) -> None
     assert problem.key == "inputs.q.default"
 
 
+@pytest.mark.parametrize(
+    ("type_", "default", "message"),
+    [
+        ("string", '"a\\0b"', "may not contain NUL characters"),
+        ("json", '{k: "\\0"}', "may not contain NUL characters"),
+    ],
+)
+def test_it_rejects_defaults_a_run_would_refuse(type_: str, default: str, message: str) -> None:
+    # Params with NUL or a lone surrogate are refused at run time (PostgreSQL stores
+    # neither in JSON), so a default holding one would make every run fail.
+    result = inputs(f"type: {type_}", f"default: {default}", "optional: true", "description: D.")
+    problem = only_error(result)
+    assert problem.key == "inputs.q.default" and message in problem.message
+
+
 def test_it_warns_about_a_default_on_a_required_input() -> None:
     result = inputs("type: string", "description: D.", "default: x")
     assert result.ok and [w.key for w in result.warnings] == ["inputs.q.default"]

@@ -168,7 +168,8 @@ def input_specs(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()) and type_ not in ("json", "file", "file[]"):
         spec["default"] = draw(
             {
-                "string": st.text(max_size=10),
+                # NUL is refused in a default (a run would refuse it as a param).
+                "string": st.text(st.characters(exclude_characters="\x00"), max_size=10),
                 "integer": st.integers(-1000, 1000),
                 "number": st.floats(allow_nan=False, allow_infinity=False) | st.integers(),
                 "boolean": st.booleans(),
@@ -250,3 +251,16 @@ def test_it_never_raises_on_mutated_valid_files(data: dict[str, Any], draw: st.D
         st.sampled_from(["", "&", "*", ":", "\n", "  ", "---\n", "[", "\t", "\x00", "'"])
     )
     assert_coherent(parse_toolmd(text[:position] + insert + text[position + cut :]))
+
+
+@FUZZ
+@given(manifests(), st.text(max_size=5), st.text(max_size=5))
+def test_it_refuses_a_nul_in_any_string_default(
+    data: dict[str, Any], before: str, after: str
+) -> None:
+    data["inputs"] = {"text": {"type": "string", "description": "Text.", "optional": True}}
+    data["inputs"]["text"]["default"] = before + "\x00" + after
+    result = parse_toolmd(dump(data), f"{data['name']}/TOOL.md", data["name"])
+    assert_coherent(result)
+    assert [p.key for p in result.errors] == ["inputs.text.default"]
+    assert "NUL" in result.errors[0].message

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from tools_app import input_files
-from tools_app.toolmd import InputSpec, Manifest
+from tools_app.toolmd import InputSpec, Manifest, text_problems
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 FORMATS = ("native", "openai", "openai-responses", "anthropic", "mcp")
@@ -230,38 +229,8 @@ def validate_params(
     for name, value in filled.items():
         if isinstance(value, float) and not math.isfinite(value) and name in manifest.inputs:
             errors.append(f"{name}: must be a finite number")
-    errors += _text_problems(filled)
+    errors += text_problems(filled)
     return filled, sorted(set(errors))
-
-
-# PostgreSQL refuses both in JSON (a 500 when the run is stored), and no tool expects them.
-_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
-
-
-def _text_problems(params: dict[str, Any]) -> list[str]:
-    """A NUL character or an unpaired surrogate anywhere in `params` (names included).
-    Iterative: params nested thousands deep must not exhaust the stack."""
-    problems = []
-    stack: list[tuple[str, Any]] = [("params", params)]
-    while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(key, str) and _BAD_TEXT.search(key):
-                    problems.append(f"{path}: a name {_bad_text(key)}")
-                    continue
-                stack.append((key if path == "params" else f"{path}.{key}", item))
-        elif isinstance(value, list | tuple):
-            stack.extend((f"{path}.{index}", item) for index, item in enumerate(value))
-        elif isinstance(value, str) and _BAD_TEXT.search(value):
-            problems.append(f"{path}: {_bad_text(value)}")
-    return problems
-
-
-def _bad_text(text: str) -> str:
-    if "\x00" in text:
-        return "may not contain NUL characters"
-    return "is not valid Unicode (it holds an unpaired surrogate)"
 
 
 def _json_kind(value: object) -> str:

@@ -484,8 +484,40 @@ def _enum_values(c: _Checker, spec: _Map, path: str) -> tuple[str, ...] | None:
     return tuple(values)
 
 
+# PostgreSQL refuses both in JSON (a 500 when the run is stored), and no tool expects them.
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_problems(params: dict[str, Any]) -> list[str]:
+    """A NUL character or an unpaired surrogate anywhere in `params` (names included).
+    Iterative: params nested thousands deep must not exhaust the stack."""
+    problems = []
+    stack: list[tuple[str, Any]] = [("params", params)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and _BAD_TEXT.search(key):
+                    problems.append(f"{path}: a name {_bad_text(key)}")
+                    continue
+                stack.append((key if path == "params" else f"{path}.{key}", item))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}.{index}", item) for index, item in enumerate(value))
+        elif isinstance(value, str) and _BAD_TEXT.search(value):
+            problems.append(f"{path}: {_bad_text(value)}")
+    return problems
+
+
+def _bad_text(text: str) -> str:
+    if "\x00" in text:
+        return "may not contain NUL characters"
+    return "is not valid Unicode (it holds an unpaired surrogate)"
+
+
 def _default_matches(type_: str, value: Any, values: tuple[str, ...]) -> str | None:
     """Why `value` cannot be the default of an input of type `type_`, or None."""
+    if isinstance(value, str | list | dict) and (problems := text_problems({"x": value})):
+        return problems[0].partition(": ")[2]  # the run would refuse it as a param
     if type_ == "string":
         return None if isinstance(value, str) else f"must be a string, got {_kind(value)}"
     if type_ == "integer":
