@@ -12,6 +12,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,8 +29,6 @@ from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner.sandbox import node_executable
 from tools_app.versions import save_version, set_enabled
-
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 LOADER = REPO / "tests" / "data" / "seed_loader.mjs"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -151,6 +150,8 @@ def text(result: dict) -> str:
     return "\n".join(block["text"] for block in result["content"])
 
 
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
 def test_it_runs_an_http_tool_in_the_console_from_a_seed_rules_loader(
     live, provider, tools_dir, invoker
 ):
@@ -176,6 +177,8 @@ def test_it_runs_an_http_tool_in_the_console_from_a_seed_rules_loader(
     assert run.params == {"item": "w1"}
 
 
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
 def test_it_cancels_the_run_when_the_signal_aborts(live, provider, tools_dir, invoker):
     _, raw = invoker
     env = {"CONSOLE_URL": live, "CONSOLE_TOKEN": raw}
@@ -197,6 +200,8 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
 def test_it_throws_a_clear_error_when_the_call_cannot_be_made(live, provider, tools_dir):
     def thrown(env: dict[str, str], params: dict | None = None, name: str = "shim_item") -> str:
         got = call(tools_dir, name, {"item": "w2"} if params is None else params, env)
@@ -228,6 +233,8 @@ def test_it_throws_a_clear_error_when_the_call_cannot_be_made(live, provider, to
     assert not Run.objects.exists() and provider.seen == []
 
 
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
 def test_it_mirrors_the_same_secret_free_index_js_to_data_path_and_sync(live, tools_dir):
     tool = Tool.objects.get(name="shim_item")
     folder = tools_dir / "shim_item"
@@ -250,3 +257,134 @@ def test_it_mirrors_the_same_secret_free_index_js_to_data_path_and_sync(live, to
     with zipfile.ZipFile(io.BytesIO(zipped.content)) as archive:
         assert archive.read("shim_item/index.js") == index
         assert not any(CANARY.encode() in archive.read(n) for n in archive.namelist())
+
+
+# --- Against a scripted console: the answers a live one gives only by bad luck ----------
+
+
+class ScriptedConsole:
+    """Answers invoke with run r1, then each GET of the run with the next scripted answer
+    (a status code and JSON body; `hold` first waits a second, as a long poll would) and
+    the cancel with `cancel`; records what it was asked."""
+
+    def __init__(self, polls: list, cancel: tuple[int, dict] = (200, {})) -> None:
+        self.asked: list[tuple[str, str, str]] = []
+        script = list(polls)
+        console = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def answer(self, status: int, body: dict, **headers: str) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                with contextlib.suppress(OSError):  # a poll the client gave up on
+                    self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                console.asked.append(("POST", self.path, self.headers["Authorization"]))
+                if self.path == "/moved/api/v1/tools/demo/invoke":
+                    self.answer(308, {}, Location="https://elsewhere.example/")
+                elif self.path.endswith("/invoke"):
+                    self.answer(202, {"run": "r1", "status": "queued", "url": "/api/v1/runs/r1"})
+                else:
+                    self.answer(*cancel)
+
+            def do_GET(self) -> None:
+                console.asked.append(("GET", self.path, self.headers["Authorization"]))
+                status, body = script.pop(0)
+                if body.pop("hold", False):
+                    time.sleep(1)
+                self.answer(status, body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def demo_tool(tmp_path: Path) -> Path:
+    folder = tmp_path / "tools" / "demo"
+    folder.mkdir(parents=True)
+    (folder / "TOOL.md").write_text("---\nname: demo\ndescription: Demo.\nkind: http\n---\n")
+    (folder / "index.js").write_bytes(shim.render({"name": "demo", "kind": "http"}))
+    return folder.parent
+
+
+RUN = "/api/v1/runs/r1"
+
+
+def update(seq: int, text: str) -> dict:
+    return {"seq": seq, "at": "2026-01-01T00:00:00Z", "content": [{"type": "text", "text": text}]}
+
+
+def test_it_follows_updates_across_polls_and_retries_a_failing_poll(tmp_path):
+    console = ScriptedConsole(
+        [
+            (200, {"status": "running", "updates": [update(1, "one")]}),
+            (503, {"error": "unavailable"}),
+            (200, {"status": "running", "updates": [update(1, "one"), update(2, "two")]}),
+            (200, {"status": "lost", "result": None, "error": "the worker died", "updates": []}),
+        ]
+    )
+    try:
+        env = {"CONSOLE_URL": console.url, "CONSOLE_TOKEN": "tc_demo"}
+        got = call(demo_tool(tmp_path), "demo", {"q": 1}, env)
+    finally:
+        console.close()
+    assert got["updates"] == ["one", "two"]
+    assert got["result"] == {
+        "content": [
+            {"type": "text", "text": "The run r1 ended lost without a result: the worker died"}
+        ],
+        "isError": True,
+    }
+    polls = [path for method, path, _ in console.asked if method == "GET"]
+    assert polls == [f"/api/v1/runs/r1?wait=25&after={n}" for n in (0, 1, 1, 2)]
+    assert {auth for *_, auth in console.asked} == {"Bearer tc_demo"}
+
+
+def test_it_cancels_during_a_long_poll_and_returns_a_run_that_ended_meanwhile(tmp_path):
+    done = {"content": [{"type": "text", "text": "made it"}], "isError": False}
+    console = ScriptedConsole(
+        [
+            (200, {"status": "running", "updates": [update(1, "started")]}),
+            (200, {"status": "running", "updates": [], "hold": True}),  # aborted meanwhile
+            (200, {"status": "succeeded", "result": done, "updates": []}),
+        ],
+        cancel=(409, {"error": "run already ended", "detail": {"status": "succeeded"}}),
+    )
+    try:
+        env = {"CONSOLE_URL": console.url, "CONSOLE_TOKEN": "tc_demo"}
+        got = call(demo_tool(tmp_path), "demo", {}, env, abort_on="started")
+    finally:
+        console.close()
+    assert got["result"] == done  # the run had ended: its result, not an error
+    asked = [(method, path) for method, path, _ in console.asked]
+    assert asked[:2] == [("POST", "/api/v1/tools/demo/invoke"), ("GET", f"{RUN}?wait=25&after=0")]
+    # The abort ended the poll in flight (whether or not it had reached the console), the
+    # cancel went out, then short polls until the run ended.
+    after_cancel = asked[asked.index(("POST", f"{RUN}/cancel")) + 1 :]
+    assert after_cancel and set(after_cancel) == {("GET", f"{RUN}?wait=5&after=1")}
+
+
+def test_it_refuses_to_follow_a_redirect_with_the_token(tmp_path):
+    console = ScriptedConsole([])
+    try:
+        env = {"CONSOLE_URL": console.url + "/moved", "CONSOLE_TOKEN": "tc_demo"}
+        got = call(demo_tool(tmp_path), "demo", {}, env)
+    finally:
+        console.close()
+    assert "redirect (HTTP 308) to https://elsewhere.example/" in got["thrown"]
+    assert "set CONSOLE_URL to the console's own base URL" in got["thrown"]

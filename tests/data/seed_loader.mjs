@@ -40,7 +40,8 @@ if (command === "list") {
   const onUpdate = (partial) => {
     const text = partial.content.map((c) => c.text).join("");
     print({ update: text });
-    if (flag === "--abort-on" && text.includes(abortOn)) controller.abort();
+    // As a person pressing stop would: a moment later, while the tool is waiting.
+    if (flag === "--abort-on" && text.includes(abortOn)) setTimeout(() => controller.abort(), 0);
   };
   try {
     const result = await module.execute("call-1", JSON.parse(paramsJson), controller.signal, onUpdate);

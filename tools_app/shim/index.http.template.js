@@ -120,7 +120,7 @@ async function call(conf, method, path, body, signal) {
   return data;
 }
 
-function resultOf(run) {
+function resultOf(run, runId) {
   const result = run.result;
   if (result && typeof result === "object" && Array.isArray(result.content)) {
     // The run's result as the console stored it (redacted), isError as a boolean: a run
@@ -128,7 +128,7 @@ function resultOf(run) {
     return { ...result, isError: result.isError === true || run.status !== "succeeded" };
   }
   const why = run.error ? `: ${run.error}` : ".";
-  return textResult(`The run ${run.id} ended ${run.status} without a result${why}`, true);
+  return textResult(`The run ${runId} ended ${run.status} without a result${why}`, true);
 }
 
 export async function execute(toolCallId, params, signal, onUpdate) {
@@ -189,7 +189,7 @@ export async function execute(toolCallId, params, signal, onUpdate) {
         after = item.seq;
         if (Array.isArray(item.content)) update(item.content);
       }
-      if (FINISHED.has(run.status)) return resultOf(run);
+      if (FINISHED.has(run.status)) return resultOf(run, started.run);
     }
   } finally {
     signal?.removeEventListener?.("abort", onAbort);
