@@ -50,7 +50,7 @@ def test_it_lists_every_published_enabled_tool_with_hashes(make_tool, client):
         version = Tool.objects.get(name=entry["name"]).published_version
         assert entry["version"] == version.number
         assert entry["bundle_url"] == f"/api/v1/tools/{entry['name']}/versions/1/bundle"
-        # What is mirrored: python and bash tools with the generated index.js beside.
+        # What is mirrored: python, bash and http tools with the generated index.js beside.
         files = version.file_bytes()
         if entry["name"] == "gamma":
             assert entry["sha256"] == version.sha256
@@ -171,3 +171,21 @@ def test_it_changes_the_revision_with_the_generated_index_js(make_tool, client):
     # the same published tools then make another revision (and ETag), so clients refetch.
     assert revision == make_etag("sync", published_revision(), shim.fingerprint())
     assert revision != make_etag("sync", published_revision(), "another-shim")
+
+
+def test_it_fingerprints_the_http_template_too(tmp_path, monkeypatch):
+    """An http tool's index.js comes from its own template: changing it alone is a new
+    fingerprint, so the manifest lists those tools as updated."""
+    before = shim.fingerprint()
+    changed = tmp_path / "index.http.template.js"
+    changed.write_text(shim.HTTP_TEMPLATE.read_text() + "// another release\n")
+    monkeypatch.setattr(shim, "HTTP_TEMPLATE", changed)
+    shim.fingerprint.cache_clear()
+    shim._http_template.cache_clear()
+    try:
+        assert shim.fingerprint() != before
+    finally:
+        monkeypatch.undo()
+        shim.fingerprint.cache_clear()
+        shim._http_template.cache_clear()
+    assert shim.fingerprint() == before

@@ -1,7 +1,9 @@
 """Loader compatibility: every tool the console mirrors into DATA_PATH/tools loads and runs
 in a Node loader written from the seed's rules only (tests/data/seed_loader.mjs), which
 knows index.ts/index.js and nothing else. Python and bash tools get there through the
-generated index.js (tools_app/shim), which runs them with the runner's protocol."""
+generated index.js (tools_app/shim), which runs them with the runner's protocol; kind: http
+tools through one that runs them in the console over the agent API (a live console and
+worker here; tests/test_http_shim.py goes further)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ from tests.test_seed_tools import (  # noqa: F401 (fixtures)
     fake_web,
 )
 from tools_app import datapath, shim
+from tools_app.models import Run
+from tools_app.models.runs import RunStatus, RunVia
+from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner.sandbox import node_executable
 from tools_app.sync import sync_tools
 
@@ -64,8 +69,11 @@ def text(result: dict) -> str:
     return "\n".join(item["text"] for item in result["content"])
 
 
-def test_it_gives_python_and_bash_tools_an_index_js_and_leaves_the_others(mirrored):
-    for name in ("email_db", "convert_audio_to_mp3"):
+HTTP_SEED_TOOLS = ("apify_get_dataset_items", "apify_get_run", "apify_run_actor")
+
+
+def test_it_gives_python_bash_and_http_tools_an_index_js_and_leaves_the_others(mirrored):
+    for name in ("email_db", "convert_audio_to_mp3", *HTTP_SEED_TOOLS):
         folder = mirrored / name
         assert (folder / "index.js").read_bytes() == shim.render(_manifest(name))
     for name in ("web_fetch", "web_search"):
@@ -79,9 +87,34 @@ def _manifest(name: str) -> dict:
     return Tool.objects.get(name=name).published_version.manifest
 
 
-def test_it_lets_a_seed_rules_loader_find_all_four_seed_tools(mirrored):
+def test_it_lets_a_seed_rules_loader_find_all_seven_seed_tools(mirrored):
     (listing,) = loader(mirrored, "list")
-    assert listing["tools"] == ["convert_audio_to_mp3", "email_db", "web_fetch", "web_search"]
+    assert listing["tools"] == [
+        *HTTP_SEED_TOOLS,
+        "convert_audio_to_mp3",
+        "email_db",
+        "web_fetch",
+        "web_search",
+    ]
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_it_runs_the_seed_http_tools_in_the_console(console_url, worker, mirrored):
+    """No apify integration is configured: the run reaches the console, which answers
+    with the tool's own error naming it (the request itself is tested with a stand-in
+    provider in test_http_shim.py)."""
+    token, raw = AgentToken.issue("loader-host", [Scope.TOOLS_INVOKE])
+    env = {"CONSOLE_URL": console_url, "CONSOLE_TOKEN": raw}
+    _, result = call(mirrored, "apify_get_run", {"run_id": "HG7ML7M8z78YcAPEB"}, env=env)
+    assert result["isError"] is True
+    assert "integration 'apify' is not configured" in text(result)
+    run = Run.objects.get()
+    assert (run.tool.name, run.via, run.token) == ("apify_get_run", RunVia.API, token)
+    assert run.status == RunStatus.FAILED
+
+    (refused,) = loader(mirrored, "call", "apify_get_run", "{}", env={"CONSOLE_URL": console_url})
+    assert "set CONSOLE_TOKEN" in refused["thrown"]
 
 
 def test_it_runs_the_typescript_seed_tools(mirrored, fake_web: FakeWeb):  # noqa: F811
@@ -194,8 +227,11 @@ def test_it_renders_the_shim_from_its_template_and_the_harness():
     )["harness"]
     files = {"TOOL.md": b"x", "index.py": b"y"}
     assert shim.mirror_files(files, manifest) == {**files, "index.js": rendered.encode()}
-    # A tool with its own index.js, a typescript tool and an http tool get none.
-    assert "index.js" not in shim.mirror_files(files, {**manifest, "kind": "http"})
+    # An http tool gets the one that invokes it in the console; a tool with its own
+    # index.js and a typescript tool get none.
+    http = {"name": "demo", "kind": "http"}
+    assert shim.mirror_files({"TOOL.md": b"x"}, http)["index.js"] == shim.render_http(http)
+    assert shim.render(http) == shim.render_http(http) != rendered.encode()
     own = {**files, "index.js": b"mine"}
     assert shim.mirror_files(own, manifest) == own
     ts = {"TOOL.md": b"x", "index.ts": b"y"}

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +32,6 @@ from tools_app.versions import save_version
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-GUNICORN = Path(sys.executable).with_name("gunicorn")
 INSPECTOR = REPO / "node_modules" / ".bin" / "mcp-inspector"
 
 PROGRESS_PY = """
@@ -62,51 +59,6 @@ NAME = {
     "name": {"type": "string", "description": "Who to greet."},
     "greeting": {"type": "string", "description": "Optional.", "optional": True},
 }
-
-
-@pytest.fixture(scope="session")
-def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterator[str]:
-    """The console served as in production, sharing the worker's database, broker,
-    queue and keys."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    root = tmp_path_factory.mktemp("mcp-web")
-    env = {
-        **celery_worker_process.env(),
-        "CONSOLE_SYNC_ON_START": "0",
-        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DJANGO_SETTINGS_MODULE": "tests.live_settings",
-        # Two web workers, as by default: no call may depend on reaching the same one.
-        "WEB_CONCURRENCY": "2",
-    }
-    log = open(root / "web.log", "wb")  # noqa: SIM115 (kept open by the child)
-    proc = subprocess.Popen(
-        [str(GUNICORN), "console.asgi:application", "-c", "console/gunicorn.conf.py"]
-        + ["--bind", f"127.0.0.1:{port}"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/api/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError((root / "web.log").read_text(errors="replace")[-4000:])
-        time.sleep(0.2)
-    try:
-        yield url
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
 
 
 @pytest.fixture

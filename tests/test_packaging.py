@@ -49,6 +49,8 @@ def test_it_packages_the_console_and_its_runtime_files(wheel: zipfile.ZipFile) -
         "tools_app/runner/harness/harness.mjs",
         "tools_app/runner/harness/warmup.ts",
         "tools_app/runner/launch.py",
+        "tools_app/shim/index.template.js",
+        "tools_app/shim/index.http.template.js",
         "tools_app/tool_templates/toolmd.tmpl",
         "tools_app/tool_templates/typescript/index.ts",
         "tools_app/tool_templates/python/index.py",

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from conftest import in_ci, require
 from cryptography.fernet import Fernet
 
 REPO = Path(__file__).resolve().parents[1]
 CELERY = Path(sys.executable).with_name("celery")
+GUNICORN = Path(sys.executable).with_name("gunicorn")
 REDIS_URL = os.environ.get("TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/15")
 READY_TIMEOUT = 90
 
@@ -283,6 +285,55 @@ def worker(celery_worker_process: CeleryWorker, transactional_db, settings) -> C
     settings.CONSOLE_ENCRYPTION_KEYS = [celery_worker_process.encryption_key]
     settings.ARTIFACTS_PATH = celery_worker_process.state_dir / "artifacts"
     return celery_worker_process
+
+
+@pytest.fixture(scope="session")
+def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterator[str]:
+    """The console served as in production (gunicorn with uvicorn workers serving
+    console.asgi, tests/live_settings.py), sharing the worker's database, broker, queue
+    and keys. One per session: MCP and the http tools' index.js (test_http_shim.py)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = tmp_path_factory.mktemp("live-web")
+    env = {
+        **celery_worker_process.env(),
+        "CONSOLE_SYNC_ON_START": "0",
+        "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SETTINGS_MODULE": "tests.live_settings",
+        # Plain HTTP on loopback, as behind a TLS-terminating proxy: the API answers here
+        # instead of redirecting to an https:// that nothing serves.
+        "CONSOLE_SSL_REDIRECT": "0",
+        # Two web workers, as by default: no call may depend on reaching the same one.
+        "WEB_CONCURRENCY": "2",
+    }
+    log = open(root / "web.log", "wb")  # noqa: SIM115 (kept open by the child)
+    proc = subprocess.Popen(
+        [str(GUNICORN), "console.asgi:application", "-c", "console/gunicorn.conf.py"]
+        + ["--bind", f"127.0.0.1:{port}"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/api/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError((root / "web.log").read_text(errors="replace")[-4000:])
+        time.sleep(0.2)
+    try:
+        yield url
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
 
 
 def wait_for_run(run_id, statuses: tuple[str, ...], timeout: float = 60.0, worker=None):

@@ -5,7 +5,8 @@
 //
 // Usage: node seed_loader.mjs list
 //        node seed_loader.mjs call NAME PARAMS_JSON [--abort-on UPDATE_TEXT]
-// Prints one JSON line per event: {"tools": [...]}, {"update": text}, {"result": ...}.
+// Prints one JSON line per event: {"tools": [...]}, {"update": text}, {"result": ...}, or
+// {"thrown": message} when execute throws (an agent shows that to the model as the error).
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -39,10 +40,15 @@ if (command === "list") {
   const onUpdate = (partial) => {
     const text = partial.content.map((c) => c.text).join("");
     print({ update: text });
-    if (flag === "--abort-on" && text.includes(abortOn)) controller.abort();
+    // As a person pressing stop would: a moment later, while the tool is waiting.
+    if (flag === "--abort-on" && text.includes(abortOn)) setTimeout(() => controller.abort(), 0);
   };
-  const result = await module.execute("call-1", JSON.parse(paramsJson), controller.signal, onUpdate);
-  print({ result });
+  try {
+    const result = await module.execute("call-1", JSON.parse(paramsJson), controller.signal, onUpdate);
+    print({ result });
+  } catch (error) {
+    print({ thrown: String(error?.message ?? error) });
+  }
 } else {
   process.stderr.write("usage: seed_loader.mjs list | call NAME PARAMS_JSON\n");
   process.exit(1);

@@ -1,10 +1,16 @@
-"""The generated index.js that lets a seed-rules loader run python and bash tools.
+"""The generated index.js that lets a seed-rules loader run python, bash and http tools.
 
 A loader that follows the seed's tool format only loads `index.ts`/`index.js` exporting
 execute(toolCallId, params, signal, onUpdate). For a python or bash tool, what the console
 mirrors (DATA_PATH/tools and the sync bundles) therefore carries an `index.js` rendered
 from index.template.js: it runs the real entry with the runner's protocol (the python
 harness, embedded from runner/harness/harness.py, or INPUT_<NAME> and fd 3 for bash).
+A `kind: http` tool gets one rendered from index.http.template.js: it has no code to run
+locally, so it invokes the tool through the console's agent API (CONSOLE_URL and
+CONSOLE_TOKEN from the loader's environment) and follows the run. Integration secrets
+and the egress policy stay in the console: the file holds the tool's name, nothing else
+of the console's (not even its URL, which would make the mirrored file depend on the
+request that asked for it, and the bundle's hash with it).
 
 `mirror_files` is the one place that decides what a mirrored tool holds, so the folder on
 disk, the manifest's hashes and the bundle always agree."""
@@ -23,6 +29,7 @@ from tools_app.runner.sandbox import HARNESS_DIR, harness_config
 
 SHIM_PATH = "index.js"
 TEMPLATE = Path(__file__).with_name("index.template.js")
+HTTP_TEMPLATE = Path(__file__).with_name("index.http.template.js")
 # A tool whose folder has one of these already is loadable as it is.
 LOADABLE = ("index.ts", "index.js")
 SHIMMED_LANGUAGES = ("python", "bash")
@@ -30,18 +37,23 @@ ENTRIES = {"python": "index.py", "bash": "index.sh"}
 
 
 def needs_shim(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> bool:
+    if any(name in files for name in LOADABLE):
+        return False
+    kind = manifest.get("kind", "code")
+    if kind == "http":
+        return True
     language = manifest.get("language", "typescript")
-    return (
-        manifest.get("kind", "code") == "code"
-        and language in SHIMMED_LANGUAGES
-        and ENTRIES[language] in files
-        and not any(name in files for name in LOADABLE)
-    )
+    return kind == "code" and language in SHIMMED_LANGUAGES and ENTRIES[language] in files
 
 
 @cache
 def _template() -> str:
     return TEMPLATE.read_text(encoding="utf-8")
+
+
+@cache
+def _http_template() -> str:
+    return HTTP_TEMPLATE.read_text(encoding="utf-8")
 
 
 @cache
@@ -53,11 +65,14 @@ def _harness() -> str:
 def fingerprint() -> str:
     """Changes whenever the generated file would: part of the sync revision, so a console
     upgrade that changes the template or the harness is a change clients see."""
-    return hashlib.sha256(f"{_template()}\0{_harness()}".encode()).hexdigest()[:16]
+    text = f"{_template()}\0{_harness()}\0{_http_template()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def render(manifest: Mapping[str, Any]) -> bytes:
-    """The index.js for a python or bash tool described by `manifest`."""
+    """The index.js for a python, bash or http tool described by `manifest`."""
+    if manifest.get("kind", "code") == "http":
+        return render_http(manifest)
     language = manifest["language"]
     config: dict[str, Any] = {
         "name": manifest["name"],
@@ -71,6 +86,13 @@ def render(manifest: Mapping[str, Any]) -> bytes:
     text = _template()
     text = text.replace("__LANGUAGE__", language).replace("__ENTRY__", ENTRIES[language])
     return text.replace("__CONFIG__", json.dumps(config, indent=2)).encode("utf-8")
+
+
+def render_http(manifest: Mapping[str, Any]) -> bytes:
+    """The index.js for a `kind: http` tool: only its name goes in (never a secret, a URL
+    of the tool's request or of the console)."""
+    config = {"name": manifest["name"], "kind": "http"}
+    return _http_template().replace("__CONFIG__", json.dumps(config, indent=2)).encode("utf-8")
 
 
 def mirror_files(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> dict[str, bytes]:
