@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import selectors
 import shutil
@@ -25,7 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import artifacts, cgroups, network, privilege, procs, quota, sandbox, seccomp, standby
+from . import (
+    artifacts,
+    cgroups,
+    network,
+    privilege,
+    procs,
+    quota,
+    sandbox,
+    seccomp,
+    standby,
+    tsstrip,
+)
 from .gate import Gate
 from .limits import format_bytes, format_seconds
 from .records import (
@@ -40,6 +52,8 @@ from .records import (
 )
 from .redact import Redactor
 from .streams import Head, Lines, Tail, clip_utf8, clip_utf8_start, decode
+
+logger = logging.getLogger(__name__)
 
 UpdateCallback = Callable[[dict[str, Any]], None]
 Content = list[dict[str, str]]
@@ -446,13 +460,14 @@ class _Execution:
             for notice in box.notices:
                 self._notice(notice)
             box.fill(Path(request.tool_dir))
+            stripped = box.fill_stripped(self._stripped_entries(shape))
         except (OSError, RuntimeError) as exc:
             if box is not None:
                 box.discard()
                 self.box = None
             self.start_error = f"The tool could not be started: {exc}"
             return False
-        message = box.message(request.entry, self.limits, env, self._params(paths))
+        message = box.message(request.entry, self.limits, env, self._params(paths), stripped)
         self.stdin_data = memoryview(message)
         self.proc, self.cgroup = box.proc, box.cgroup
         self.net, box.net = box.net, None
@@ -466,6 +481,20 @@ class _Execution:
             os.set_blocking(fd, False)
             self.selector.register(fd, events, handler)
         return True
+
+    def _stripped_entries(self, shape: standby.Shape) -> dict[PurePosixPath, Path]:
+        """A typescript tool's files stripped of their types by the worker (tsstrip.py);
+        none if that fails: Node strips them in the sandbox then, as it can."""
+        if shape.language != "typescript":
+            return {}
+        cache = tsstrip.cache_dir(shape.folder)
+        if cache is None:
+            return {}
+        try:
+            return tsstrip.prepare(Path(self.request.tool_dir), cache)
+        except (OSError, RuntimeError, ValueError):
+            logger.exception("could not strip the types of %s", self.request.tool_dir)
+            return {}
 
     def _write_stdin(self, fd: int) -> None:
         """Feed the waiting harness its message, as fast as it reads; then end its stdin."""
@@ -699,7 +728,8 @@ class _Execution:
         if self.cgroup is not None:
             self.cgroup.remove()
         quota.release(self.dirs.root)  # the quota's files go with it
-        for path in (quota.writable(self.dirs.root), self.dirs.root / "tool"):
+        root = self.dirs.root
+        for path in (quota.writable(root), root / "tool", root / "js"):
             _remove_tree(path)
         if not self.artifacts:
             _remove_tree(self.dirs.root)

@@ -14,7 +14,8 @@ bwrap view of the file system (nothing else of the host is visible):
   the mount points would show a tool where the console lives (e.g. /tmp/<checkout> in its
   fresh /tmp), so they are bound at fixed paths instead.
   /tool = the tool folder (read-only), /home/tool = the fresh work dir (HOME, cwd), with
-  /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only).
+  /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only),
+  /opt/tool-console/js = a typescript run's stripped files (read-only, tsstrip.py).
 When the worker is root, tool code runs as CONSOLE_RUNNER_UID (privilege.py), under the
 seccomp filter of seccomp.py.
 
@@ -57,6 +58,7 @@ SANDBOX_HARNESS = "/opt/tool-console/harness"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox
 SANDBOX_NODE = "/opt/tool-console/bin/node"
 SANDBOX_VENV = "/opt/tool-console/venv"
+SANDBOX_JS = "/opt/tool-console/js"  # a typescript run's stripped files (tsstrip.py)
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_PATHS = (
@@ -271,8 +273,8 @@ def tool_argv(language: str, entry: str | None, paths: ToolPaths, limits: Limits
     if language == "bash":
         assert entry is not None
         return ["/bin/bash", f"{paths.tool}/{entry}"]
-    if entry is None:  # node loads its type stripper in advance for typescript only
-        args = ["--standby", *(["--typescript"] if language == "typescript" else [])]
+    if entry is None:
+        args = ["--standby"]
     else:
         args = [f"{paths.tool}/{entry}", json.dumps(harness_config(limits))]
     if language == "python":
@@ -460,6 +462,7 @@ def bwrap_argv(
     ro_binds: Iterable[Path] = (),
     notices: list[str] | None = None,
     resolv_conf: Path | None = None,
+    stripped: Path | None = None,
 ) -> list[str]:
     bwrap = bwrap_executable()
     assert bwrap is not None
@@ -494,6 +497,8 @@ def bwrap_argv(
     args += _extra_binds(ro_binds, notices if notices is not None else [])
     if language != "bash":
         args += ["--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+    if stripped is not None:  # read-only: the harness loads it as the tool's code
+        args += ["--ro-bind", str(stripped), SANDBOX_JS]
     if resolv_conf is not None:  # filtered egress: DNS through slirp (runner/network.py)
         args += ["--ro-bind", str(resolv_conf), "/etc/resolv.conf"]
     args = privilege.open_parents(args)

@@ -6,7 +6,8 @@ the spot. When a run takes the spare (or, after a cold run, when it ends), a bac
 thread starts the next *spare* of the same shape, so that the next such run in this
 process skips bubblewrap's set-up, the cgroup join (a cgroup v1
 migration waits for an RCU grace period, ~10 ms here) and the interpreter's start-up
-(~50 ms for node with type stripping, which the standby harness loads in advance).
+(~50 ms for node). A typescript tool's files come stripped of their types by the worker
+(tsstrip.py), so no sandbox loads Node's type stripper for them.
 
 A spare never ran tool code and holds nothing of a run: fresh cgroups, work dir, /tmp and
 processes; the run's variables and params reach it only at hand-over. A run whose shape
@@ -36,11 +37,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tools_app import egress
 
-from . import cgroups, quota, sandbox, seccomp
+from . import cgroups, quota, sandbox, seccomp, tsstrip
 from . import network as tool_network
 from .gate import Gate
 from .limits import Limits
@@ -128,6 +129,7 @@ def _argv(
         ro_binds=ro_binds,
         notices=notices,
         resolv_conf=tool_network.RESOLV_CONF if filtered else None,
+        stripped=root / "js" if language == "typescript" else None,
     )
     return outer + sandbox.tool_argv(language, None, paths, limits)
 
@@ -139,8 +141,9 @@ def paths() -> sandbox.ToolPaths:
 
 class Sandbox:
     """A started sandbox waiting for its run. `root` holds tool/ (bound read-only at
-    /tool) and disk/ (the disk quota, quota.py) with home/ (the work dir, with
-    home/output) and tmp/."""
+    /tool), for typescript js/ (the tool's stripped files, bound read-only at
+    sandbox.SANDBOX_JS, tsstrip.py) and disk/ (the disk quota, quota.py) with home/ (the
+    work dir, with home/output) and tmp/."""
 
     def __init__(self, shape: Shape, root: Path, env: dict[str, str], notices: list[str]) -> None:
         self.shape = shape
@@ -162,6 +165,8 @@ class Sandbox:
         Raises OSError or RuntimeError, having cleaned up, if that is impossible."""
         root.mkdir(mode=0o700, exist_ok=True)
         (root / "tool").mkdir(mode=0o755, exist_ok=True)
+        if shape.language == "typescript":
+            (root / "js").mkdir(mode=0o755, exist_ok=True)
         box = cls(shape, root, env, [])
         try:
             quota.prepare(root, shape.limits.disk_bytes)
@@ -277,7 +282,21 @@ class Sandbox:
                 except OSError:
                     shutil.copy2(src, dst, follow_symlinks=False)
 
-    def message(self, entry: str, limits: Limits, env: dict[str, str], params: dict) -> bytes:
+    def fill_stripped(self, entries: dict[PurePosixPath, Path]) -> dict[str, str]:
+        """Copy a typescript tool's stripped files (tsstrip.prepare) into js/; what the
+        harness loads in place of which .ts file, as the sandbox sees them."""
+        if self.shape.language != "typescript" or not entries:
+            return {}
+        return tsstrip.copy_into(entries, self.root / "js", sandbox.SANDBOX_JS)
+
+    def message(
+        self,
+        entry: str,
+        limits: Limits,
+        env: dict[str, str],
+        params: dict,
+        stripped: dict[str, str] | None = None,
+    ) -> bytes:
         """What the waiting harness reads: only the variables that differ from its own."""
         changed = {name: value for name, value in env.items() if self.env.get(name) != value}
         return json.dumps(
@@ -286,6 +305,7 @@ class Sandbox:
                 "config": sandbox.harness_config(limits),
                 "env": changed,
                 "params": params,
+                "stripped": stripped or {},
             },
             default=str,
         ).encode()
