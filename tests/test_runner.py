@@ -665,8 +665,13 @@ def test_it_never_shows_a_tool_where_the_console_lives(tmp_path: Path, language:
         "tails": [f"/{project.name}/{entry}" for entry in entries],
         "skip": ["/proc", "/sys"],
     }
+    # It walks the whole file system: a loaded machine needs longer than FAST allows.
     outcome = run_tool(
-        tmp_path, language, WALK_PY if language == "python" else WALK_SH, params=params
+        tmp_path,
+        language,
+        WALK_PY if language == "python" else WALK_SH,
+        params=params,
+        limits=Limits(timeout=60, grace_seconds=1),
     )
     lines = texts(outcome).splitlines()
     assert outcome.status == SUCCEEDED and int(lines[0].split()[1]) > 100, lines
