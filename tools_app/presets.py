@@ -24,11 +24,11 @@ from django.views.decorators.debug import sensitive_variables
 from tools_app import schema, vault
 from tools_app.audit import Actor, record
 from tools_app.models import Tool, ToolPreset
-from tools_app.toolmd import InputSpec, Manifest
+from tools_app.toolmd import ARRAY_TYPES, InputSpec, Manifest
 
 PRESET_LABEL = "{{{{preset.{name}}}}}"
 # A file travels as a (large) upload, not a stored setting.
-PRESET_TYPES = ("string", "number", "integer", "boolean", "enum", "json")
+PRESET_TYPES = ("string", "number", "integer", "boolean", "enum", "json", *ARRAY_TYPES)
 
 
 class PresetError(Exception):
