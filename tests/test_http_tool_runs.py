@@ -536,3 +536,14 @@ def test_it_takes_list_inputs_from_the_api_and_the_run_form(
         client.post("/tools/fetcher/run/", {"ids": "5\n\n6\n", "tags": "red\nblue green\n"})
     run = Run.objects.order_by("-created_at").first()
     assert run.params == {"ids": [5, 6], "tags": ["red", "blue green"]}
+
+
+def test_it_redacts_each_item_of_a_sensitive_list_input(server) -> None:
+    inputs = '  keys: {type: "string[]", description: Keys, sensitive: true}\n'
+    tool = make(toolmd(server, '  url: BASE/item/x\n  query: {key: "{{keys}}"}\n', inputs=inputs))
+    run = run_of(tool, {"keys": ["k3y-alpha-1", "k3y-beta-22"]})  # the API echoes its query
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert _query(server) == "key=k3y-alpha-1&key=k3y-beta-22"
+    stored = json.dumps(Run.objects.get(pk=run.pk).result)
+    assert "k3y-alpha-1" not in stored and "k3y-beta-22" not in stored
+    assert "key={{input.keys.0}}&key={{input.keys.1}}" in stored

@@ -133,4 +133,8 @@ def for_run(tool: Tool, manifest: Manifest) -> Filled:
         if preset.sensitive or names[preset.input].sensitive:
             text = value if isinstance(value, str) else json.dumps(value)
             secrets[PRESET_LABEL.format(name=preset.input)] = text
+            if isinstance(value, list):  # a list's items may travel alone (?key=a&key=b)
+                for index, item in enumerate(value):
+                    if isinstance(item, str):
+                        secrets[PRESET_LABEL.format(name=f"{preset.input}.{index}")] = item
     return Filled(values, secrets)
