@@ -445,3 +445,105 @@ def test_it_runs_from_the_run_form_without_asking_for_hidden_inputs(
 
     run = Run.objects.get()
     assert run.params == {"extra": {"a": [1, 2]}}
+
+
+# --- List inputs in the query: the key repeats per item ---------------------------------
+
+LIST_QUERY = '  url: BASE/item/x\n  query: {id: "{{ids}}", tag: "{{tags}}", fixed: "k"}\n'
+LIST_INPUTS = """  ids: {type: "integer[]", description: Ids, optional: true}
+  tags: {type: "string[]", description: Tags, optional: true}
+"""
+
+
+def _query(server: Server, index: int = -1) -> str:
+    return server.seen[index]["path"].partition("?")[2]
+
+
+def test_it_repeats_a_query_key_for_each_item_of_a_list_input(server) -> None:
+    tool = make(toolmd(server, LIST_QUERY, inputs=LIST_INPUTS, outputs=ITEM_OUTPUTS))
+
+    run = run_of(tool, {"ids": [1, 2], "tags": ["a b", "c&d"]})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert _query(server) == "id=1&id=2&tag=a+b&tag=c%26d&fixed=k"
+    # An empty list is left out like an optional input not given.
+    assert run_of(tool, {"ids": [], "tags": ["x"]}).status == RunStatus.SUCCEEDED
+    assert _query(server) == "tag=x&fixed=k"
+    assert run_of(tool, {}).status == RunStatus.SUCCEEDED
+    assert _query(server) == "fixed=k"
+
+
+def test_it_refuses_structured_items_for_a_repeated_query_key(server) -> None:
+    from tools_app import schema
+
+    inputs = "  ids: {type: json, description: Ids}\n"
+    tool = make(toolmd(server, LIST_QUERY.replace(', tag: "{{tags}}"', ""), inputs=inputs))
+    run = run_of(tool, {"ids": [1, {"a": 1}]})
+    assert run.status == RunStatus.FAILED
+    assert "query parameter id: {{ids}} is a list of objects or lists" in str(run.result)
+    assert server.seen == []  # nothing was sent
+    typed = make(toolmd(server, LIST_QUERY, inputs=LIST_INPUTS))
+    manifest = toolmd_of(typed)
+    _params, errors = schema.validate_params(manifest, {"ids": [1, {"a": 1}], "tags": "x"})
+    assert errors == ["ids.1: {'a': 1} is not of type 'integer'", "tags: must be an array of "
+                      "string values, got a string"]  # fmt: skip
+    numbers = toolmd_module_spec("number[]")
+    _params, errors = schema.validate_params(numbers, {"n": [1.5, float("inf")]})
+    assert errors == ["n.1: must be a finite number"]  # PostgreSQL's JSON refuses Infinity
+
+
+def toolmd_module_spec(type_: str):
+    from tools_app import toolmd as toolmd_module
+
+    spec = toolmd_module.InputSpec(name="n", type=type_, description="N")
+    return toolmd_module.Manifest(name="n", label="", description="", inputs={"n": spec})
+
+
+def toolmd_of(tool: Tool):
+    from tools_app import toolmd as toolmd_module
+
+    files = tool.versions.order_by("-number").first().file_bytes()
+    return toolmd_module.validate_files(files, "fetcher/TOOL.md").manifest
+
+
+def test_it_takes_list_inputs_from_the_api_and_the_run_form(
+    server, console_admin, settings, django_capture_on_commit_callbacks
+) -> None:
+    from django.test import Client
+
+    from tests.agent_api import agent_client
+
+    settings.ALLOWED_HOSTS = ["console.test", "testserver"]
+    make(toolmd(server, LIST_QUERY, inputs=LIST_INPUTS, outputs=ITEM_OUTPUTS))
+    api = agent_client("tools:invoke")
+    url = "/api/v1/tools/fetcher/invoke"
+    bad = api.post(url, {"params": {"ids": [{"a": 1}]}}, content_type="application/json")
+    assert bad.status_code == 422
+    assert bad.json()["detail"] == ["ids.0: {'a': 1} is not of type 'integer'"]
+    with django_capture_on_commit_callbacks(execute=False):
+        response = api.post(url, {"params": {"ids": [3, 4]}}, content_type="application/json")
+    assert response.status_code == 202, response.content
+    run = runs.execute_run(Run.objects.get().pk)
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert _query(server) == "id=3&id=4&fixed=k"
+
+    client = Client()
+    client.force_login(console_admin)
+    page = client.get("/tools/fetcher/run/").content.decode()
+    assert "One integer per line." in page
+    response = client.post("/tools/fetcher/run/", {"ids": "5\nnope\n", "tags": ""})
+    assert "line 2: must be an integer, one item per line." in response.content.decode()
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post("/tools/fetcher/run/", {"ids": "5\n\n6\n", "tags": "red\nblue green\n"})
+    run = Run.objects.order_by("-created_at").first()
+    assert run.params == {"ids": [5, 6], "tags": ["red", "blue green"]}
+
+
+def test_it_redacts_each_item_of_a_sensitive_list_input(server) -> None:
+    inputs = '  keys: {type: "string[]", description: Keys, sensitive: true}\n'
+    tool = make(toolmd(server, '  url: BASE/item/x\n  query: {key: "{{keys}}"}\n', inputs=inputs))
+    run = run_of(tool, {"keys": ["k3y-alpha-1", "k3y-beta-22"]})  # the API echoes its query
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert _query(server) == "key=k3y-alpha-1&key=k3y-beta-22"
+    stored = json.dumps(Run.objects.get(pk=run.pk).result)
+    assert "k3y-alpha-1" not in stored and "k3y-beta-22" not in stored
+    assert "key={{input.keys.0}}&key={{input.keys.1}}" in stored

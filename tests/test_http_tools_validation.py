@@ -134,3 +134,37 @@ def test_it_shows_the_problem_on_an_editor_save_and_keeps_the_text(
     assert "request.url" in page and "own host" in page
     assert "console.example.org/v1/items" in page  # the person's text is kept
     assert ToolVersion.objects.filter(tool__name="tool").count() == 1
+
+
+LIST_TOOL = """---
+name: lister
+description: Lists items by id.
+kind: http
+inputs:
+  ids: {type: "integer[]", description: Ids, optional: true, default: [1, 2]}
+  tags: {type: "string[]", description: Tags, optional: true, default: DEFAULT}
+request:
+  method: GET
+  url: https://api.example.com/items
+  query: {id: "{{ids}}", tag: "{{tags}}"}
+  response: text
+---
+# Lister
+"""
+
+
+@pytest.mark.django_db
+def test_it_accepts_list_inputs_in_a_query_and_checks_their_defaults(console) -> None:
+    ok = toolmd.validate_files({"TOOL.md": LIST_TOOL.replace("DEFAULT", '["a"]').encode()},
+                               "lister/TOOL.md")  # fmt: skip
+    assert ok.ok, ok.problems
+    assert ok.manifest.inputs["ids"].type == "integer[]"
+    assert ok.manifest.inputs["ids"].default == [1, 2]
+    for default, message in [
+        ("a", "inputs.tags.default: must be a list of string values, got a string"),
+        ("[1]", "inputs.tags.default: every item must be a string, got an integer"),
+    ]:
+        bad = toolmd.validate_files(
+            {"TOOL.md": LIST_TOOL.replace("DEFAULT", default).encode()}, "lister/TOOL.md"
+        )
+        assert any(message in str(p) for p in bad.problems), bad.problems

@@ -4,6 +4,7 @@ data (tests/data/openapi/*/NOTICE); hostile documents are refused with nothing i
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import threading
@@ -16,6 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
 from tools_app import openapi_import, toolmd
 from tools_app.models import AuditEvent, Tool
 
@@ -25,14 +27,17 @@ USPTO = DATA / "uspto" / "uspto.json"
 
 
 @contextmanager
-def stand_in(answer: Callable[[str], bytes]) -> Iterator[int]:
-    """A local server that answers each GET with `answer(path)` as JSON; yields its port."""
+def stand_in(answer: Callable[[str], bytes], headers: list | None = None) -> Iterator[int]:
+    """A local server that answers each GET with `answer(path)` as JSON; yields its port.
+    `headers` collects each request's headers."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
         def do_GET(self) -> None:
+            if headers is not None:
+                headers.append(dict(self.headers))
             body = answer(self.path)
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -580,13 +585,15 @@ ARRAY_QUERY = {
     "get": {
         "operationId": "listItems",
         "parameters": [
-            # form + explode (the default): ?ids=1&ids=2, which one query template cannot send
+            # form + explode (the default): ?ids=1&ids=2, one key per item
             {"name": "ids", "in": "query",
              "schema": {"type": "array", "items": {"type": "integer"}}},
             {"name": "tags", "in": "query", "style": "form", "explode": False, "required": True,
              "schema": {"type": "array", "items": {"type": "string"}}},
             {"name": "kinds", "in": "query", "style": "pipeDelimited", "explode": False,
              "schema": {"type": "array", "items": {"type": "string"}}},
+            {"name": "state", "in": "query", "required": True, "explode": True,
+             "schema": {"type": "array", "items": {"type": "string", "enum": ["on", "off"]}}},
         ],
         "responses": {
             "200": {
@@ -599,7 +606,7 @@ ARRAY_QUERY = {
 
 
 def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp_path):
-    from urllib.parse import parse_qs, urlsplit
+    from urllib.parse import urlsplit
 
     from tools_app import runs
     from tools_app.audit import Actor
@@ -609,7 +616,7 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
     seen = []
 
     def answer(path: str) -> bytes:
-        seen.append(parse_qs(urlsplit(path).query))
+        seen.append(urlsplit(path).query)  # the raw query string, as sent
         return b'{"count": 2}'
 
     with stand_in(answer) as port:
@@ -623,19 +630,111 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
         assert manifest.inputs["tags"].type == "string" and not manifest.inputs["tags"].optional
         assert "Values separated by ','" in manifest.inputs["tags"].description
         assert "Values separated by '|'" in manifest.inputs["kinds"].description
-        # Exploded: one item of the item type, and the draft says what is lost.
-        assert manifest.inputs["ids"].type == "integer"
-        assert "One value (the API takes a list, as ids=a&ids=b)" in (
-            manifest.inputs["ids"].description
-        )
-        assert "The array query parameter `ids` takes one value" in manifest.body
+        # Exploded: a list input of the item type, repeated per item; nothing is lost.
+        assert manifest.inputs["ids"].type == "integer[]" and manifest.inputs["ids"].optional
+        assert manifest.inputs["state"].type == "string[]"
+        assert not manifest.inputs["state"].optional
+        assert 'Items are one of: "on", "off".' in manifest.inputs["state"].description
+        assert manifest.request["query"]["ids"] == "{{ids}}"
+        assert "array query parameter" not in manifest.body
+        from tools_app import schema
+
+        props = schema.input_schema(manifest)["properties"]
+        assert props["ids"]["type"] == "array"
+        assert props["ids"]["items"] == {"type": "integer"}
         version = Tool.objects.get(name="list_items").versions.get()
         publish_version(version, actor=Actor.system())
-        params = {"ids": 7, "tags": "red,blue", "kinds": "a|b"}
+        params = {"ids": [1, 2], "tags": "red,blue", "kinds": "a|b", "state": ["on"]}
+        run = runs.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = runs.execute_run(run.pk)
+        assert run.status == RunStatus.SUCCEEDED, run.result
+        params = {"ids": [], "tags": "red", "state": ["on", "off"]}
         run = runs.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = runs.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
-    assert seen == [{"ids": ["7"], "tags": ["red,blue"], "kinds": ["a|b"]}]
+    assert seen == [
+        "ids=1&ids=2&tags=red%2Cblue&kinds=a%7Cb&state=on",
+        "tags=red&state=on&state=off",  # an empty list is left out
+    ]
+
+
+# --- Security schemes: HTTP Basic and an API key in a cookie ------------------------------
+
+BASIC = base64.b64encode(b"ada:pa55-w0rd-basic").decode()
+COOKIE_KEY = "c00kie-key-9d1e7"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
+    settings,
+    tmp_path,
+    fernet_keys,  # noqa: F811
+):
+    from tools_app import integrations, runs
+    from tools_app.audit import Actor
+    from tools_app.models import Run
+    from tools_app.models.runs import RunStatus, RunVia
+    from tools_app.versions import publish_version
+
+    fernet_keys("A")
+    for slug, env, value in (
+        ("basic-login", "BASIC_CRED", BASIC),
+        ("session", "SESSION_KEY", COOKIE_KEY),
+    ):
+        integrations.create_integration(
+            slug, "custom", actor=Actor.system(), custom_fields=f"{env} secret required",
+            secrets={env.lower(): value},
+        )  # fmt: skip
+    headers: list[dict] = []
+
+    def answer(path: str) -> bytes:  # an API that echoes the credentials it was sent
+        auth = headers[-1].get("Authorization", "")
+        login = base64.b64decode(auth.removeprefix("Basic ")).decode()
+        return json.dumps({"auth": auth, "cookie": headers[-1].get("Cookie"),
+                           "login": login}).encode()  # fmt: skip
+
+    operation = {
+        "get": {
+            "operationId": "whoAmI",
+            "security": [{"basicLogin": [], "session": [], "prefs": []}],
+            "responses": {"200": {"description": "Me", "content": {"application/json": {
+                "example": {"auth": "Basic x", "cookie": "sid=x", "login": "u:p"}}}}},
+        }
+    }  # fmt: skip
+    schemes = {
+        "basicLogin": {"type": "http", "scheme": "basic"},
+        "session": {"type": "apiKey", "in": "cookie", "name": "sid"},
+        "prefs": {"type": "apiKey", "in": "cookie", "name": "lang"},  # no integration
+    }
+    with stand_in(answer, headers) as port:
+        settings.ALLOWED_HOSTS = ["console.test"]
+        settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
+        spec = _spec({"/me": operation}, servers=[{"url": f"http://127.0.0.1:{port}"}],
+                     components={"securitySchemes": schemes})  # fmt: skip
+        out, code = _run(_write(tmp_path, spec))
+        assert code == 0, out
+        manifest = _manifest("who_am_i")
+        assert manifest.integrations == ("basic-login", "session")
+        assert manifest.request["headers"] == {
+            "Authorization": "Basic {{basic-login.BASIC_CRED}}",
+            "Cookie": "sid={{session.SESSION_KEY}}",
+        }
+        assert "base64 of `user:password`" in manifest.body
+        assert "security scheme `prefs` (apiKey) has no integration" in manifest.body
+        version = Tool.objects.get(name="who_am_i").versions.get()
+        publish_version(version, actor=Actor.system())
+        run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = runs.execute_run(run.pk)
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert headers[-1]["Authorization"] == f"Basic {BASIC}"
+    assert headers[-1]["Cookie"] == f"sid={COOKIE_KEY}"
+    stored = json.dumps(Run.objects.get(pk=run.pk).result) + json.dumps(run.response or {})
+    for secret in (BASIC, COOKIE_KEY, "pa55-w0rd-basic"):  # the password decoded too
+        assert secret not in stored
+    assert run.result["structuredContent"] == {
+        "auth": "Basic {{basic-login.basic_cred}}", "cookie": "sid={{session.session_key}}",
+        "login": "{{basic-login.basic_cred}}",
+    }  # fmt: skip
 
 
 # --- FILE_OR_URL: a URL goes through the egress policy ------------------------------------

@@ -255,3 +255,31 @@ def test_it_counts_a_sensitive_preset_in_the_vault_health(
         "tools_app.E102: stored secrets cannot be decrypted with the configured keys: "
         "preset lookup.api_key"
     ]
+
+
+def test_it_redacts_each_item_of_a_sensitive_list_preset(
+    settings, provider, console_admin_client
+) -> None:
+    """A string[] preset's items travel one by one (?key=a&key=b); each is redacted."""
+    settings.ALLOWED_HOSTS = ["testserver"]
+    settings.TOOL_NETWORK_ALLOW = provider.url.removeprefix("http://")
+    provider.handler = echo
+    text = (
+        "---\nname: lister\ndescription: Lists.\nkind: http\ninputs:\n"
+        '  keys: {type: "string[]", description: Keys, visibility: user-only, sensitive: true}\n'
+        f"request:\n  method: GET\n  url: {provider.url}/list\n"
+        '  query: {key: "{{keys}}"}\n---\n# Lister\n'
+    )
+    files = {"TOOL.md": text.encode(), "samples/x.json": json.dumps(SAMPLE).encode()}
+    save_version("lister", files, actor=Actor.system(), publish=True)
+    items = [f"{CANARY}-a", f"{CANARY}-b"]
+    changes = {"input": "keys", "value": json.dumps(items), "sensitive": "on"}
+    response = submit(console_admin_client, "/tools/lister/presets/", changes,
+                      button="Save preset")  # fmt: skip
+    assert response.status_code == 302
+    run = run_of(Tool.objects.get(name="lister"), {})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert provider.last.path == f"/list?key={items[0]}&key={items[1]}"
+    stored = json.dumps([run.params, run.result, run.response])
+    assert CANARY not in stored
+    assert "key={{preset.keys.0}}&key={{preset.keys.1}}" in stored

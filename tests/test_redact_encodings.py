@@ -172,3 +172,13 @@ def test_a_real_run_redacts_every_encoding_everywhere(tmp_path: Path):
         "notices": "\n".join(outcome.notices),
     }.items():
         assert leaked_forms(text) == [], where
+
+
+def test_it_catches_a_base64_secret_decoded_and_its_basic_password():
+    credential = base64.b64encode(b"ada:pa55-w0rd-basic").decode()
+    redactor = Redactor({"{{login.BASIC}}": credential})
+    text = redactor.redact(f"got ada:pa55-w0rd-basic; pw pa55-w0rd-basic; raw {credential}")
+    assert "pa55-w0rd-basic" not in text and credential not in text
+    assert text.count("{{login.BASIC}}") == 3
+    # A token that only looks like base64 (it decodes to bytes, not text) adds nothing.
+    assert Redactor({"L": "AAECAwQFBgcICQ=="}).redact("plain words") == "plain words"

@@ -337,7 +337,7 @@ def test_it_names_file_line_and_key_like_the_design_example() -> None:
     assert [str(p) for p in result.problems] == [
         "seed/tools/web_fetch/TOOL.md:7: inputs.url.type: "
         "'strng' is not one of string, number, integer, boolean, enum, "
-        "json, file, file[]"  # section 8 added the last three
+        "json, file, file[], string[], number[], integer[], boolean[]"  # section 8's additions
     ]
 
 

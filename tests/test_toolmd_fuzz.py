@@ -165,17 +165,19 @@ def input_specs(draw: st.DrawFn) -> dict[str, Any]:
     if type_ == "enum":
         values = draw(ENUM_VALUES)
         spec["values"] = ", ".join(values)
+    scalars = {
+        # No NUL: a default holding one is refused (see test_it_refuses_a_nul_in_any_...).
+        "string": st.text(st.characters(exclude_characters="\x00"), max_size=10),
+        "integer": st.integers(-1000, 1000),
+        "number": st.floats(allow_nan=False, allow_infinity=False) | st.integers(),
+        "boolean": st.booleans(),
+        "enum": st.sampled_from(values or ["x"]),
+    }
     if draw(st.booleans()) and type_ not in ("json", "file", "file[]"):
-        spec["default"] = draw(
-            {
-                # NUL is refused in a default (a run would refuse it as a param).
-                "string": st.text(st.characters(exclude_characters="\x00"), max_size=10),
-                "integer": st.integers(-1000, 1000),
-                "number": st.floats(allow_nan=False, allow_infinity=False) | st.integers(),
-                "boolean": st.booleans(),
-                "enum": st.sampled_from(values or ["x"]),
-            }[type_]
-        )
+        if type_.endswith("[]"):  # string[] ...: a list of the item type
+            spec["default"] = draw(st.lists(scalars[type_[:-2]], max_size=3))
+        else:
+            spec["default"] = draw(scalars[type_])
     return spec
 
 

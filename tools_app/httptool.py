@@ -5,7 +5,8 @@ code tool (tools_app/runs.py hands over here from _execute).
 
 - Templates: `{{input}}` and `{{slug.FIELD}}` (FIELD: the field's name or its variable).
   Values placed in the URL are percent-encoded whole (a `/` or `..` in an input stays inside
-  its path segment); query params are encoded by httpx. A JSON body is built on the parsed
+  its path segment); query params are encoded by httpx, and a query param that is one
+  list input is repeated per item (`?id=1&id=2`). A JSON body is built on the parsed
   structure: a string that is exactly `{{x}}` becomes x's JSON value, other strings get
   text substitution; nothing is built by concatenating JSON text.
 - Integration values only from the integrations the secret policy granted this run
@@ -134,14 +135,26 @@ def render_json(template: Any, values: Values) -> Any:
     return template
 
 
-def render_query(query: dict[str, str], values: Values) -> dict[str, str]:
-    """A param whose template is one optional input that was not given is left out."""
-    rendered: dict[str, str] = {}
+def render_query(query: dict[str, str], values: Values) -> dict[str, str | list[str]]:
+    """A param whose template is one optional input that was not given is left out. A
+    whole-string `{{x}}` whose value is a list (a `string[]`... input) repeats the key, one
+    item each (`?id=1&id=2`, the OpenAPI form style exploded); an empty list is left out,
+    like a value not given. Items are scalars: an object or list inside is refused."""
+    rendered: dict[str, str | list[str]] = {}
     for name, template in query.items():
         whole = _WHOLE.fullmatch(template)
         if whole is not None:
             found, value = values.lookup(whole.group(1))
             if not found:
+                continue
+            if isinstance(value, list):
+                if any(isinstance(item, dict | list) for item in value):
+                    raise HttpToolError(
+                        f"query parameter {name}: {{{{{whole.group(1)}}}}} is a list of "
+                        "objects or lists; a repeated query parameter takes plain values only"
+                    )
+                if value:
+                    rendered[name] = [_as_text(item) for item in value]
                 continue
             rendered[name] = _as_text(value)
         else:

@@ -13,7 +13,11 @@ parameters and a JSON request body; outputs only from a documented 2xx JSON resp
 proven by a sample (the documented example, or one built from the documented schema, with
 `source: openapi#/paths/...`); an operation whose response is undocumented gets no outputs
 and says so. A security scheme becomes the integration the tool declares when an
-integration (or integration type) of that name exists, else a note in the TOOL.md body.
+integration (or integration type) of that name exists, else a note in the TOOL.md body;
+its secret field is sent as the scheme says: an apiKey in a header, the query or a
+cookie (`Cookie: name={{slug.FIELD}}`), bearer/OAuth as `Authorization: Bearer ...`, and
+HTTP Basic as `Authorization: Basic {{slug.FIELD}}` with the field holding base64 of
+`user:password` (templates substitute, they never encode).
 
 Operations the TOOL.md form cannot express (a required form/XML body, a required cookie,
 OPTIONS/TRACE) are skipped with their reason. Anything else that goes wrong with a chosen
@@ -392,32 +396,46 @@ def _input_spec(schema: Any, description: str, required: bool) -> dict[str, Any]
 ARRAY_SEPARATORS = {"form": ",", "spaceDelimited": " ", "pipeDelimited": "|"}
 
 
+_ARRAY_ITEM_TYPES = {"string": "string[]", "integer": "integer[]", "number": "number[]"}
+_ARRAY_ITEM_TYPES |= {"boolean": "boolean[]"}
+
+
 def _array_query_input(
     param: dict[str, Any], schema: dict[str, Any], description: str, required: bool
-) -> tuple[dict[str, Any], str | None]:
-    """An array query parameter, and a note for the draft if it loses something. A
-    request's `query` maps a name to one template (DESIGN.md section 8), so the parameter
-    is sent once: delimited (explode: false) as one string of the joined values; exploded
-    (form's default, `?id=1&id=2`) it can carry a single item only."""
+) -> dict[str, Any]:
+    """An array query parameter. Delimited (explode: false) it is one string of the joined
+    values; exploded (form's default, `?id=1&id=2`) it is a list input of the item type,
+    which the request's whole-string `{{input}}` query template repeats per item."""
     name = param["name"]
     style = param.get("style", "form")
     explode = param.get("explode")
     if not isinstance(explode, bool):
         explode = style == "form"
-    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    items = _merged(schema.get("items")) if isinstance(schema.get("items"), dict) else {}
     if style in ARRAY_SEPARATORS and not explode:
         sep = ARRAY_SEPARATORS[style]
         shown = {" ": "spaces"}.get(sep, f"'{sep}'")
         text = f"{description} Values separated by {shown} (a list in the API)."
-        return _input_spec({"type": "string"}, text.strip(), required), None
-    if style in ARRAY_SEPARATORS:
-        text = f"{description} One value (the API takes a list, as {name}=a&{name}=b)."
-        note = (
-            f"The array query parameter `{name}` takes one value: the API repeats it for "
-            f"a list (`{name}=a&{name}=b`), which a request's query template cannot send."
-        )
-        return _input_spec(items, text.strip(), required), note
-    return _input_spec(schema, description, required), None
+        return _input_spec({"type": "string"}, text.strip(), required)
+    if style in ARRAY_SEPARATORS:  # exploded: the key repeats per item
+        item_type = _schema_type(items)
+        extra = [f"A list: each item is sent as {name}=<item>."]
+        enum = items.get("enum")
+        if isinstance(enum, list) and enum:
+            shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in enum[:20])
+            extra.append(f"Items are one of: {_text(shown, 200)}.")
+        if item_type not in _ARRAY_ITEM_TYPES:
+            item_type = "string"
+            if _schema_type(items) in ("object", "array"):
+                extra.append("(Items are structured in the API: each is sent as given.)")
+        if isinstance(schema.get("default"), list):
+            extra.append(f"Default: {_text(json.dumps(schema['default']), 80)}.")
+        spec: dict[str, Any] = {"type": _ARRAY_ITEM_TYPES[item_type]}
+        spec["description"] = _text(" ".join([description, *extra]).strip())
+        if not required:
+            spec["optional"] = True
+        return spec
+    return _input_spec(schema, description, required)
 
 
 class _Builder:
@@ -530,15 +548,11 @@ class _Builder:
                 continue
             if location not in ("path", "query", "header"):
                 raise OpenApiError(f"{where}: parameter {pname!r} has no valid 'in'")
-            if location == "header" and not re.fullmatch(
-                r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}", pname
-            ):
+            if location == "header" and not _TOKEN_RE.fullmatch(pname):
                 raise OpenApiError(f"{where}: {pname!r} is not a valid header name")
             iname = input_name(pname, location)
             if location == "query" and _schema_type(schema) == "array":
-                inputs[iname], note = _array_query_input(param, schema, description, required)
-                if note:
-                    draft.notes.append(note)
+                inputs[iname] = _array_query_input(param, schema, description, required)
             else:
                 inputs[iname] = _input_spec(schema, description, required)
             if location == "path":
@@ -658,22 +672,43 @@ class _Builder:
             scheme, _ = self.resolver.deref(schemes.get(scheme_name))
             kind = scheme.get("type") if isinstance(scheme, dict) else None
             slug = _integration_for(scheme_name)
+            scheme = scheme if isinstance(scheme, dict) else {}
+            basic = kind == "http" and str(scheme.get("scheme", "")).lower() == "basic"
             if slug is None:
                 draft.notes.append(
                     f"The API's security scheme `{scheme_name}` ({kind or 'unknown type'}) has "
                     "no integration of that name in this console: create one, declare it under "
                     "integrations and send its credential in request.headers."
+                    + (f" {BASIC_FIELD_HELP}" if basic else "")
                 )
                 continue
             field_name = _secret_field(slug)
             value = "{{" + f"{slug}.{field_name}" + "}}" if field_name else ""
-            scheme = scheme if isinstance(scheme, dict) else {}
             if not value:
                 draft.notes.append(f"Integration `{slug}` has no field to send as a credential.")
             elif kind == "apiKey" and scheme.get("in") == "header" and scheme.get("name"):
                 headers[str(scheme["name"])] = value
             elif kind == "apiKey" and scheme.get("in") == "query" and scheme.get("name"):
                 query[str(scheme["name"])] = value
+            elif (
+                kind == "apiKey"
+                and scheme.get("in") == "cookie"
+                and isinstance(scheme.get("name"), str)
+                and _TOKEN_RE.fullmatch(scheme["name"])
+            ):
+                # One Cookie header, `a=...; b=...` when several schemes send a cookie.
+                cookie = f"{scheme['name']}={value}"
+                before = headers.get("Cookie")
+                headers["Cookie"] = f"{before}; {cookie}" if before else cookie
+            elif basic:
+                # Templates only substitute (DESIGN.md section 8): no encoding step, so the
+                # field holds the base64 text itself.
+                headers["Authorization"] = f"Basic {value}"
+                draft.notes.append(
+                    f"HTTP Basic (`{scheme_name}`): the field {field_name} of integration "
+                    f"`{slug}` is sent as `Authorization: Basic <{field_name}>`. "
+                    + BASIC_FIELD_HELP
+                )
             elif (kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer") or kind in (
                 "oauth2",
                 "openIdConnect",
@@ -911,6 +946,13 @@ def _secret_field(slug: str) -> str | None:
         specs = itype.fields if itype is not None else ()
     secret = [s for s in specs if s.secret] or list(specs)
     return secret[0].env if secret else None
+
+
+BASIC_FIELD_HELP = (
+    "For HTTP Basic the secret field holds base64 of `user:password` (the output of "
+    "`printf '%s' 'user:password' | base64`), not the password alone."
+)
+_TOKEN_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")
 
 
 # --- Planning and importing ---------------------------------------------------------------

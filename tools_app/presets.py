@@ -24,11 +24,11 @@ from django.views.decorators.debug import sensitive_variables
 from tools_app import schema, vault
 from tools_app.audit import Actor, record
 from tools_app.models import Tool, ToolPreset
-from tools_app.toolmd import InputSpec, Manifest
+from tools_app.toolmd import ARRAY_TYPES, InputSpec, Manifest
 
 PRESET_LABEL = "{{{{preset.{name}}}}}"
 # A file travels as a (large) upload, not a stored setting.
-PRESET_TYPES = ("string", "number", "integer", "boolean", "enum", "json")
+PRESET_TYPES = ("string", "number", "integer", "boolean", "enum", "json", *ARRAY_TYPES)
 
 
 class PresetError(Exception):
@@ -133,4 +133,8 @@ def for_run(tool: Tool, manifest: Manifest) -> Filled:
         if preset.sensitive or names[preset.input].sensitive:
             text = value if isinstance(value, str) else json.dumps(value)
             secrets[PRESET_LABEL.format(name=preset.input)] = text
+            if isinstance(value, list):  # a list's items may travel alone (?key=a&key=b)
+                for index, item in enumerate(value):
+                    if isinstance(item, str):
+                        secrets[PRESET_LABEL.format(name=f"{preset.input}.{index}")] = item
     return Filled(values, secrets)

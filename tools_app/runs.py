@@ -305,6 +305,11 @@ def _execute(
         spec = manifest.inputs.get(name)
         if isinstance(value, str) and (spec is None or spec.sensitive):
             secrets[SENSITIVE_LABEL.format(name=name)] = value
+        elif isinstance(value, list) and spec is not None and spec.sensitive:
+            # A sensitive list (string[]): each item may travel alone (?key=a&key=b).
+            for index, item in enumerate(value):
+                if isinstance(item, str):
+                    secrets[SENSITIVE_LABEL.format(name=f"{name}.{index}")] = item
     try:
         preset = presets.for_run(run.tool, manifest)
     except presets.PresetError as exc:

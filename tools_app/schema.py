@@ -29,7 +29,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from tools_app import input_files
-from tools_app.toolmd import InputSpec, Manifest, text_problems
+from tools_app.toolmd import ARRAY_TYPES, InputSpec, Manifest, text_problems
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 FORMATS = ("native", "openai", "openai-responses", "anthropic", "mcp")
@@ -58,6 +58,8 @@ def _property(spec: InputSpec) -> dict[str, Any]:
         prop |= copy.deepcopy(_FILE)
     elif spec.type == "file[]":
         prop |= {"type": "array", "items": copy.deepcopy(_FILE)}
+    elif spec.type.endswith("[]"):  # string[] number[] integer[] boolean[]
+        prop |= {"type": "array", "items": {"type": _JSON_TYPES[spec.type[:-2]]}}
     elif spec.type != "json":  # json: any JSON value
         prop["type"] = _JSON_TYPES[spec.type]
     if spec.type == "enum":
@@ -227,8 +229,14 @@ def validate_params(
     errors = [_message(manifest, error, model=model) for error in validator.iter_errors(filled)]
     errors += input_files.problems(manifest, filled)
     for name, value in filled.items():
-        if isinstance(value, float) and not math.isfinite(value) and name in manifest.inputs:
+        if name not in manifest.inputs:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
             errors.append(f"{name}: must be a finite number")
+        elif manifest.inputs[name].type in ARRAY_TYPES and isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, float) and not math.isfinite(item):
+                    errors.append(f"{name}.{index}: must be a finite number")
     errors += text_problems(filled)
     return filled, sorted(set(errors))
 
@@ -272,6 +280,8 @@ def _message(manifest: Manifest, error: ValidationError, *, model: bool = False)
             wanted = 'a file object {"name", "mime_type", "data" (base64)}'
         elif spec.type == "file[]":
             wanted = "an array of file objects"
+        elif spec.type.endswith("[]"):
+            wanted = f"an array of {spec.type[:-2]} values"
         return f"{path}: must be {wanted}, got {_json_kind(error.instance)}"
     if spec is not None and error.validator == "enum":
         shown = "the value" if spec.sensitive else repr(error.instance)

@@ -40,7 +40,11 @@ from tools_app import bundle, strictyaml
 from tools_app.strictyaml import ERROR, WARNING, Problem
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
+# A list of scalars, written like `file[]`: an http tool's whole-string query template
+# repeats the key for each item (`?id=1&id=2`); code tools get a JSON array.
+ARRAY_TYPES = ("string[]", "number[]", "integer[]", "boolean[]")
 INPUT_TYPES = ("string", "number", "integer", "boolean", "enum", "json", "file", "file[]")
+INPUT_TYPES += ARRAY_TYPES
 KINDS = ("code", "http")
 VISIBILITIES = ("user-or-llm", "llm-only", "user-only", "hidden")
 # What a model sees (registry formats, MCP): user-only and hidden inputs never.
@@ -527,6 +531,14 @@ def _default_matches(type_: str, value: Any, values: tuple[str, ...]) -> str | N
     if type_ == "boolean":
         return None if isinstance(value, bool) else f"must be true or false, got {_show(value)}"
     if type_ == "json":
+        return None
+    if type_ in ARRAY_TYPES:
+        if not isinstance(value, list):
+            return f"must be a list of {type_[:-2]} values, got {_kind(value)}"
+        for item in value:
+            why = _default_matches(type_[:-2], item, values)
+            if why:
+                return f"every item {why}"
         return None
     if type_ in ("file", "file[]"):
         return "a file input cannot have a default"

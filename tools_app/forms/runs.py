@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -71,6 +72,50 @@ def parse_json_field(label: str | None, text: str) -> Any:
     raise forms.ValidationError(f"{label}: {problem}")
 
 
+class ListInputField(forms.CharField):
+    """A `string[]`, `number[]`, `integer[]` or `boolean[]` input: one item per line (a
+    person pastes a column of ids), each converted to the item type; blank lines are
+    skipped. Schema validation checks the list again like any caller's."""
+
+    def __init__(self, item_type: str, **kwargs) -> None:
+        self.item_type = item_type
+        attrs = {"rows": 4, "spellcheck": "false"}
+        super().__init__(strip=False, widget=forms.Textarea(attrs=attrs), **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return "\n".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in value)
+        return value
+
+    def to_python(self, value: Any) -> Any:
+        text = super().to_python(value)
+        lines = [line for line in (text or "").splitlines() if line.strip()]
+        if not lines:
+            return None
+        return [self._item(index, line) for index, line in enumerate(lines, 1)]
+
+    def _item(self, index: int, line: str) -> Any:
+        if self.item_type == "string":
+            return line
+        try:
+            item = json.loads(line.strip())
+        except (ValueError, RecursionError):
+            item = line
+        ok = {
+            "integer": isinstance(item, int) and not isinstance(item, bool),
+            "number": isinstance(item, int | float)
+            and not isinstance(item, bool)
+            and math.isfinite(item),
+            "boolean": isinstance(item, bool),
+        }[self.item_type]
+        if not ok:
+            wanted = {"integer": "an integer", "number": "a number"}.get(
+                self.item_type, "true or false"
+            )
+            raise forms.ValidationError(f"line {index}: must be {wanted}, one item per line.")
+        return item
+
+
 def file_object(upload) -> dict[str, Any]:
     """An upload as the file object the API takes (tools_app/input_files.py)."""
     if upload.size > input_files.MAX_FILE:
@@ -131,6 +176,15 @@ def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
         return forms.IntegerField(required=required, initial=value, **common)
     if spec.type == "json":
         return JsonInputField(required=required, initial=value, **common)
+    if spec.type.endswith("[]") and spec.type != "file[]":
+        item_help = f"{spec.description} One {spec.type[:-2]} per line."
+        return ListInputField(
+            spec.type[:-2],
+            required=required,
+            initial=value,
+            label=spec.name,
+            help_text=item_help.strip(),
+        )
     if spec.type == "file":
         return UploadField(required=required, **common)
     if spec.type == "file[]":

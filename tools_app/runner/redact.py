@@ -3,7 +3,9 @@
 A tool that prints a secret base64- or hex-encoded, reversed or URL-encoded would get it
 past a plain search, so each value is also looked for in those forms (DESIGN.md section
 3): base64 (standard and URL-safe, at the three byte alignments a value can have inside a
-longer base64 text), hex (lower and upper case), reversed, JSON-escaped and URL-encoded.
+longer base64 text), hex (lower and upper case), reversed, JSON-escaped and URL-encoded;
+a value that is itself base64 of text is also caught decoded (and, for an HTTP Basic
+`user:password`, its password).
 Every form is replaced by the same label `{{slug.FIELD}}`."""
 
 from __future__ import annotations
@@ -41,6 +43,25 @@ def _base64_cores(data: bytes) -> set[str]:
     return cores
 
 
+_BASE64_VALUE = re.compile(r"(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _decoded_forms(value: str) -> set[str]:
+    """A secret that is itself base64 of text (an HTTP Basic credential is stored as
+    base64 of `user:password`) can leak decoded: its text, and the password after the
+    first colon."""
+    if len(value) < MIN_ENCODED or not _BASE64_VALUE.fullmatch(value):
+        return set()
+    try:
+        text = base64.b64decode(value, validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return set()
+    if not text.isprintable():
+        return set()
+    forms = {text, text.partition(":")[2]}
+    return forms | {json.dumps(form)[1:-1] for form in forms}
+
+
 def variants(value: str) -> set[str]:
     """The forms a value commonly takes in output: as is, JSON-escaped, URL-encoded, and
     (if long enough to be told apart from ordinary text) reversed, hex and base64."""
@@ -52,6 +73,7 @@ def variants(value: str) -> set[str]:
     raw = value.encode("utf-8")
     derived |= {raw.hex(), raw.hex().upper()}
     derived |= _base64_cores(raw)
+    derived |= _decoded_forms(value)
     found |= {form for form in derived if len(form) >= MIN_ENCODED}
     return {form for form in found if form}
 
