@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,3 +237,36 @@ def test_it_uses_no_cache_folder_others_may_write(tmp_path: Path) -> None:
     folder.rmdir()
     folder.symlink_to(tmp_path)
     assert tsstrip.cache_dir(folder.parent) is None
+
+
+def test_it_removes_entries_unused_for_a_month(tmp_path: Path) -> None:
+    tool = make_tool(tmp_path, {"index.ts": "export const x: number = 1;\n"})
+    folder = cache(tmp_path)
+    folder.mkdir(parents=True)
+    (used,) = tsstrip.prepare(tool, folder).values()
+    stale, fresh = folder / "stale.js", folder / "fresh.js"
+    stale.write_text("x")
+    fresh.write_text("x")
+    month = time.time() - tsstrip.UNUSED_SECONDS - 60
+    for path in (stale, used):
+        os.utime(path, (month, month))
+    tsstrip.prepare(tool, folder)  # a use refreshes its entry
+    assert tsstrip.prune(folder) == 1
+    assert sorted(p.name for p in folder.iterdir()) == sorted([used.name, "fresh.js"])
+    # The worker prunes once per process when it first uses the folder.
+    os.utime(fresh, (month, month))
+    tsstrip._pruned.discard(folder)
+    assert tsstrip.cache_dir(folder.parent) == folder
+    assert not fresh.exists() and used.exists()
+
+
+def test_it_copies_what_is_left_when_an_entry_was_pruned(tmp_path: Path) -> None:
+    tool = make_tool(tmp_path, {"index.ts": "export const x: number = 1;\n"})
+    folder = cache(tmp_path)
+    folder.mkdir(parents=True)
+    entries = tsstrip.prepare(tool, folder)
+    for path in entries.values():
+        path.unlink()
+    run_dir = tmp_path / "js"
+    run_dir.mkdir()
+    assert tsstrip.copy_into(entries, run_dir, "/opt/js") == {}

@@ -29,6 +29,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 
 from . import sandbox
@@ -41,6 +42,12 @@ FORMAT_VERSION = "1"  # change when strip.mjs's output for a source may change
 STRIP_SECONDS = 30.0
 MAX_SOURCE_BYTES = 4 << 20  # larger files are left to Node
 NO_ENTRY = ".none"  # marks a source that strip.mjs left to Node (not asked again)
+# Entries unused this long are removed (once per process and folder): every saved version
+# adds one, and nothing else would ever remove them. A use refreshes an entry's mtime
+# (at most once a day: no write per run).
+UNUSED_SECONDS = 30 * 86400
+TOUCH_SECONDS = 86400
+_pruned: set[Path] = set()
 
 
 def cache_dir(folder: Path) -> Path | None:
@@ -55,7 +62,35 @@ def cache_dir(folder: Path) -> Path | None:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         logger.warning("%s is not a private directory of the worker: not used", path)
         return None
+    if path not in _pruned:
+        _pruned.add(path)
+        prune(path)
     return path
+
+
+def prune(cache: Path, now: float | None = None) -> int:
+    """Remove the entries (and leftover temporary files) unused for UNUSED_SECONDS; how
+    many. Another process may be about to copy one: copy_into then skips it, and Node
+    strips that file in the sandbox as it would without a cache."""
+    cutoff = (time.time() if now is None else now) - UNUSED_SECONDS
+    removed = 0
+    with contextlib.suppress(OSError), os.scandir(cache) as found:
+        for entry in found:
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+                    removed += 1
+    return removed
+
+
+def _used(path: Path) -> bool:
+    """Whether the entry exists, refreshing its mtime for prune() when it is old."""
+    try:
+        if time.time() - path.stat().st_mtime > TOUCH_SECONDS:
+            os.utime(path)
+    except OSError:
+        return False
+    return True
 
 
 def _node_identity(node: str) -> str:
@@ -113,7 +148,7 @@ def prepare(tool_dir: Path, cache: Path) -> dict[PurePosixPath, Path]:
     for relative, source, hint in _sources(Path(tool_dir)):
         key = _key(identity, hint, source)
         keyed.append((relative, key))
-        if not (cache / f"{key}.js").exists() and not (cache / f"{key}{NO_ENTRY}").exists():
+        if not _used(cache / f"{key}.js") and not _used(cache / f"{key}{NO_ENTRY}"):
             missing[key] = (source, hint)
     if missing:
         _strip(node, cache, missing)
@@ -180,7 +215,10 @@ def copy_into(entries: dict[PurePosixPath, Path], folder: Path, inside: str) -> 
     sandbox path of each .ts file -> the sandbox path of its JavaScript."""
     loads = {}
     for index, (relative, cached) in enumerate(sorted(entries.items())):
-        shutil.copyfile(cached, folder / f"{index}.js")
+        try:
+            shutil.copyfile(cached, folder / f"{index}.js")
+        except FileNotFoundError:  # pruned meanwhile: Node strips this file itself
+            continue
         os.chmod(folder / f"{index}.js", 0o644)
         loads[f"{sandbox.SANDBOX_TOOL}/{relative}"] = f"{inside}/{index}.js"
     return loads
