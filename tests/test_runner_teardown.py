@@ -122,6 +122,9 @@ def detaching(marker: str) -> str:
 def test_it_kills_a_detached_process_before_the_outcome_goes_out(
     tmp_path: Path, held: list
 ) -> None:
+    """With the teardown held back, the run's detached sleepers are gone all the same: the
+    runner kills them (and, under bwrap, the kernel with the sandbox's PID namespace)
+    before the outcome is returned, not in the teardown."""
     marker = f"302.{uuid.uuid4().int % 10**9}"
     outcome = run_tool(tmp_path, "bash", detaching(marker))
     assert outcome.status == SUCCEEDED

@@ -3,7 +3,9 @@
 The runner's thread drives everything: it starts the launcher (which joins the run's
 cgroups, sets rlimits and execs bwrap or the interpreter), reads the child's pipes
 incrementally, enforces the wall time, cancellation and the process and memory limits, then
-kills whatever is left, collects artifacts and removes the work dir.
+kills whatever is left and collects artifacts. The outcome goes out once every process of
+the run is dead; the cgroup, the disk quota, the network and the work dir are freed after
+that, on the teardown thread (teardown.py).
 """
 
 from __future__ import annotations
