@@ -52,3 +52,13 @@ def discard_spare_sandbox(**kwargs) -> None:
     from tools_app.runner import standby
 
     standby.discard_spare()
+
+
+@signals.worker_process_shutdown.connect
+def finish_teardowns(**kwargs) -> None:
+    """A pool process that stops first finishes the teardowns of its last runs
+    (tools_app/runner/teardown.py): billiard ends pool processes with os._exit, so the
+    atexit hook would never run."""
+    from tools_app.runner import teardown
+
+    teardown.drain()

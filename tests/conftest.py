@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hypothesis
@@ -118,6 +118,16 @@ def template_variables_resolve():
 hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
 if in_ci():
     hypothesis.settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def finished_teardowns() -> Iterator[None]:
+    """A run's cgroup, quota mount and run dir are freed in the background
+    (tools_app/runner/teardown.py): each test waits for its own before the next starts."""
+    yield
+    from tools_app.runner import teardown
+
+    teardown.drain()
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact
 from tools_app.models.runs import FINISHED, ArtifactStore, RunStatus, RunVia
+from tools_app.runner import teardown
 
 WRITER_PY = """
 import os
@@ -53,6 +54,7 @@ def test_it_keeps_artifacts_in_the_database(make_tool, settings, developer, deve
 
     assert run.status == RunStatus.SUCCEEDED
     # The runner's state (artifacts folder, work dirs) is gone: the web needs none of it.
+    teardown.drain()  # the work dirs' own removal, in the background
     shutil.rmtree(Path(settings.ARTIFACTS_PATH).parent)
     assert download(developer_client, run, "sub/report.txt") == b"report body"
     assert download(developer_client, run, "data.bin") == bytes(range(256)) * 4

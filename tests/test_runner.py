@@ -23,6 +23,7 @@ from tools_app.runner import (
     isolation_level,
     node_executable,
     run,
+    teardown,
 )
 from tools_app.runner.streams import Lines
 
@@ -266,6 +267,7 @@ def test_it_sees_its_folder_read_only_and_a_fresh_work_dir(tmp_path: Path, langu
     assert outcome.status == SUCCEEDED, outcome
     assert outcome.isolation == "bwrap"
     assert texts(outcome).strip() == "read-only output,scratch"
+    teardown.drain()
     assert not list((tmp_path / "runs").iterdir())  # the work dir is removed afterwards
 
 

@@ -35,6 +35,7 @@ from tools_app.runner import (
     quota,
     run,
     standby,
+    teardown,
 )
 
 ENTRY = {
@@ -429,6 +430,7 @@ def test_it_stops_a_tool_at_the_disk_quota(tmp_path: Path, case: str) -> None:
     )
     assert "out of memory" not in texts(outcome)
     assert 0 < watch.most <= 32 << 20
+    teardown.drain()
     assert quota_mounts(tmp_path) == []
 
 
@@ -440,6 +442,7 @@ def test_it_stops_a_tool_that_makes_too_many_files(tmp_path: Path) -> None:
     assert texts(outcome).startswith(
         "The tool created more than 8192 files (the run's disk quota of 32 MiB allows no more)"
     )
+    teardown.drain()
     assert quota_mounts(tmp_path) == []
 
 
@@ -452,6 +455,7 @@ def test_it_stops_a_spares_tool_at_the_disk_quota(tmp_path: Path, spares: None) 
     assert outcome.spare
     assert texts(outcome).startswith("The tool wrote more than 32 MiB")
     standby.discard_spare()
+    teardown.drain()
     assert quota_mounts(tmp_path) == []
 
 
@@ -466,6 +470,7 @@ def test_it_unmounts_the_quotas_of_a_dead_worker(tmp_path: Path) -> None:
     assert len(quota_mounts(tmp_path)) == 1
     quota._swept = False  # once per process: this test is a new process's first run
     quota.sweep()
+    teardown.drain()
     assert quota_mounts(tmp_path) == []
 
 

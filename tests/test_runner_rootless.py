@@ -36,6 +36,7 @@ from tools_app.runner import (
     run,
     sandbox,
     standby,
+    teardown,
 )
 from tools_app.runner import network as tool_network
 
@@ -327,6 +328,7 @@ def test_a_non_root_workers_run_stops_at_the_disk_quota(
     assert case != "python-spare" or outcome.spare
     assert watch.most < 1 << 20  # the host's disk never held the tool's writes
     standby.discard_spare()
+    teardown.drain()
     assert list(runs.rglob("disk")) == []  # the quota's mount point went with the run
 
 

@@ -16,6 +16,7 @@ from tools_app import integrations, runs, vault
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.runner import teardown
 
 pytestmark = pytest.mark.django_db
 
@@ -118,7 +119,9 @@ def test_it_executes_a_run_and_stores_progress_result_and_timings(echo, settings
     assert run.exit_code == 0 and run.duration > 0
     assert run.started_at <= run.finished_at and run.heartbeat_at is not None
     assert run.worker
-    # The materialized tool and the runner's work dir are gone.
+    # The materialized tool and the runner's work dir are gone, once freed (in the
+    # background: tools_app/runner/teardown.py).
+    assert teardown.drain()
     assert not (Path(settings.RUNS_WORK_PATH) / str(run.pk)).exists()
 
 

@@ -59,6 +59,7 @@ from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
+from tools_app.runner import teardown
 from tools_app.toolmd import Manifest
 
 logger = logging.getLogger("tools_app.runs")
@@ -276,7 +277,9 @@ def execute_run(
             "its log has the details.",
         )
     finally:
-        shutil.rmtree(work_dir(run), ignore_errors=True)
+        # After the runner's own teardown of the run (same queue, in order), off the
+        # worker's way to its next run.
+        teardown.submit(partial(shutil.rmtree, work_dir(run), ignore_errors=True))
     run.refresh_from_db()
     return run
 

@@ -35,6 +35,11 @@ How each limit is enforced (DESIGN.md section 3):
   gets its own namespace whose only way out is slirp4netns behind nftables rules of the
   egress policy (network.py, tools_app/egress.py), set up before any tool code runs, by
   a root worker or, in the run's own user namespace, by a non-root one. IPv6 is not routed.
+- Teardown: a run is final once every process of it is dead (the kernel ends a bwrap
+  PID namespace with its first process; the runner kills what its cgroup or the process
+  table still shows); its cgroup, quota mount, network and work dir are freed afterwards
+  on one background thread (teardown.py), which drain() waits for (at exit, at a pool
+  process's shutdown, in tests).
 - Output: pipes are read incrementally into bounded buffers (streams.py); the harness clips
   results and updates before sending, the runner redacts and clips again.
 """

@@ -3,7 +3,9 @@
 The runner's thread drives everything: it starts the launcher (which joins the run's
 cgroups, sets rlimits and execs bwrap or the interpreter), reads the child's pipes
 incrementally, enforces the wall time, cancellation and the process and memory limits, then
-kills whatever is left, collects artifacts and removes the work dir.
+kills whatever is left and collects artifacts. The outcome goes out once every process of
+the run is dead; the cgroup, the disk quota, the network and the work dir are freed after
+that, on the teardown thread (teardown.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from . import (
     sandbox,
     seccomp,
     standby,
+    teardown,
     tsstrip,
 )
 from .gate import Gate
@@ -113,7 +116,10 @@ def run(
         execution.finish()
         return execution.outcome()
     finally:
-        execution.cleanup()
+        # Every process of the run is killed before the outcome goes out (nothing of the
+        # tool outlives its run); freeing what it held is left to the teardown thread.
+        execution.kill_leftovers()
+        teardown.submit(execution.cleanup)
         if shape is not None:
             standby.prepare(shape)
 
@@ -237,6 +243,7 @@ class _Execution:
             self.dirs = _RunDirs.create(request.work_root)
         self.cgroup: cgroups.RunCgroup | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pidfd = -1  # on self.proc while it runs, in the selector
         self.start_error = ""
         self.selector = selectors.DefaultSelector()
         self.started = time.monotonic()
@@ -577,15 +584,34 @@ class _Execution:
 
     # -- the loop ----------------------------------------------------------------------
 
+    def _watch_exit(self) -> None:
+        """Have the selector wake up the moment the sandbox's main process exits (a
+        pidfd), not at the next poll."""
+        assert self.proc is not None
+        try:
+            self.pidfd = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):  # no pidfd here, or already reaped: poll
+            return
+        self.selector.register(self.pidfd, selectors.EVENT_READ, None)
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd >= 0:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = -1
+
     def wait(self) -> None:
         assert self.proc is not None
         deadline = self.started + self.limits.timeout
         next_watch = 0.0
+        self._watch_exit()
         while True:
             now = time.monotonic()
             if self.exited_at is None:
                 if self.proc.poll() is not None:
                     self.exited_at = now
+                    self._close_pidfd()  # from here on, the map holds the pipes only
                     self._kill_everything()  # background children, the rest of the sandbox
                 else:
                     self._enforce(now, deadline)
@@ -599,6 +625,8 @@ class _Execution:
                     self.proc.wait(POLL_SECONDS)
                 continue
             for key, events in self.selector.select(POLL_SECONDS):
+                if key.fd == self.pidfd:
+                    continue  # exited: the top of the loop reaps it
                 if events & selectors.EVENT_WRITE:
                     key.data(key.fd)
                 else:
@@ -687,7 +715,9 @@ class _Execution:
         """SIGKILL every process of the run, until none is left (at most ~1 s)."""
         assert self.proc is not None
         self.killed = True
-        for _ in range(100):
+        # The run is final only once this returns, so it looks again often at first: the
+        # last processes of a sandbox whose main process exited are gone within ms.
+        for attempt in range(120):
             if self.cgroup is not None:
                 self.cgroup.kill()
             if self.isolation != "bwrap":
@@ -698,7 +728,7 @@ class _Execution:
             if not members:
                 return
             procs.send(members, signal.SIGKILL)
-            time.sleep(0.01)
+            time.sleep(0.001 if attempt < 20 else 0.01)
 
     # -- the end -----------------------------------------------------------------------
 
@@ -716,9 +746,17 @@ class _Execution:
             self._output_view(), self.dirs.artifacts, self.limits, self.redactor, self.notices
         )
 
-    def cleanup(self) -> None:
+    def kill_leftovers(self) -> None:
+        """Make sure no process of the run is left (a run that ended early, or in error);
+        after a normal end, wait() has killed them all already."""
         if self.proc is not None and (self.proc.poll() is None or self.exited_at is None):
             self._kill_everything()
+
+    def cleanup(self) -> None:
+        """Free what the run held; on the teardown thread (teardown.py), once every
+        process of the run is dead."""
+        self.kill_leftovers()
+        self._close_pidfd()
         for key in list(self.selector.get_map().values()):
             self.selector.unregister(key.fd)
             os.close(key.fd)

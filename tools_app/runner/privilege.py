@@ -128,11 +128,14 @@ def open_parents(args: list[str]) -> list[str]:
 
     bwrap run by root creates missing parents (/etc for /etc/ssl, /home for /home/tool,
     the venv's path for node) with mode 0700 and uid 0, which the run uid could not
-    traverse. Unchanged when the worker is not root (they are its own then)."""
+    traverse. Unchanged when the worker is not root (they are its own then).
+
+    Plain string work: this runs for every sandbox start (twice per run with spares), and
+    PurePosixPath objects for a few hundred arguments cost ~10 ms."""
     if not worker_is_root():
         return args
     out: list[str] = []
-    made: set[PurePosixPath] = set()  # directories that exist in the sandbox by now
+    made: set[str] = set()  # directories that exist in the sandbox by now
     index = 0
     while index < len(args):
         arg = args[index]
@@ -141,17 +144,30 @@ def open_parents(args: list[str]) -> list[str]:
             index += 1
             continue
         offset, count = _MOUNT_OPTIONS[arg]
-        target = PurePosixPath(args[index + 1 + offset])
-        for parent in reversed(target.parents):
-            if parent.parts[1:] and parent not in made:
-                out += ["--perms", "0755", "--dir", str(parent)]
+        target = _normal(args[index + 1 + offset])
+        parts = target.split("/")[1:-1] if target.startswith("/") else []
+        parent = ""
+        for part in parts:
+            parent += "/" + part
+            if parent not in made:
+                out += ["--perms", "0755", "--dir", parent]
                 made.add(parent)
         # A mount hides what was made below its target (e.g. /tmp bound over).
-        made = {path for path in made if target not in path.parents}
+        below = target.rstrip("/") + "/"
+        if any(path.startswith(below) for path in made):
+            made = {path for path in made if not path.startswith(below)}
         made.add(target)
         out += args[index : index + 1 + count]
         index += 1 + count
     return out
+
+
+def _normal(path: str) -> str:
+    """`path` as PurePosixPath spells it (no doubled slashes, no "." parts, no trailing
+    slash); ".." stays, as bwrap would see it."""
+    if "//" not in path and "/." not in path and not path.endswith("/"):
+        return path
+    return str(PurePosixPath(path))
 
 
 def give(path: Path, mode: int) -> None:
