@@ -138,3 +138,19 @@ def axe_violations(page) -> list[str]:
         for violation in results["violations"]
         if violation["impact"] in AXE_BLOCKING
     ]
+
+
+# An ARIA attribute naming an id the page lacks describes or labels nothing: axe passes
+# aria-describedby="help missing" when one id exists, so the tests look for themselves.
+DANGLING_REFERENCES = """
+() => [...document.querySelectorAll("[aria-describedby], [aria-labelledby], [aria-controls]")]
+  .flatMap((el) => ["aria-describedby", "aria-labelledby", "aria-controls"]
+    .flatMap((attr) => (el.getAttribute(attr) || "").split(/\\s+/).filter(Boolean)
+      .filter((id) => !document.getElementById(id))
+      .map((id) => `${el.tagName.toLowerCase()}[name=${el.getAttribute("name")}] ${attr}: #${id}`)))
+"""
+
+
+def dangling_references(page) -> list[str]:
+    """aria-describedby/-labelledby/-controls ids that no element of the page has."""
+    return page.evaluate(DANGLING_REFERENCES)

@@ -30,6 +30,19 @@ INPUTS = {
               "default": False},
 }  # fmt: skip
 
+# List inputs take one item per line; "team" is user-only, so the presets page has a form.
+LIST_INPUTS = {
+    "names": {"type": "string[]", "description": "Whom to greet."},
+    "greeting": {"type": "string", "description": "How to greet.", "optional": True,
+                 "default": "hello"},
+    "counts": {"type": "integer[]", "description": "Numbers to add up.", "optional": True},
+    "weights": {"type": "number[]", "description": "Weights.", "optional": True,
+                "default": [1.5, 2]},
+    "flags": {"type": "boolean[]", "description": "Flags.", "optional": True},
+    "team": {"type": "string[]", "description": "Who is on the team.", "optional": True,
+             "visibility": "user-only"},
+}  # fmt: skip
+
 # Long enough to overflow a phone if anything on the page refuses to wrap or scroll.
 LONG_LINE = "const endpoint = 'https://search.example.org/api/v1/" + "x" * 120 + "';\n"
 
@@ -42,6 +55,8 @@ def make_site(admin) -> dict[str, str]:
     source = files["index.ts"].decode() + LONG_LINE
     changed = tool_files("alpha", inputs=INPUTS, integrations=["search"], source=source)
     save_version("alpha", changed, actor=Actor.system())
+    save_version("lists", tool_files("lists", inputs=LIST_INPUTS), actor=Actor.system(),
+                 publish=True)  # fmt: skip
     create_integration("search", "searxng", values={"url": "http://127.0.0.1:9/"})
     run = runs.start_run(
         Tool.objects.get(name="alpha").published_version,
@@ -70,6 +85,21 @@ def create_token(page) -> None:
     page.locator("input[name=scopes]").first.check()
     page.get_by_role("button", name="Create token").click()
     page.locator("#raw-token").wait_for()
+
+
+def submit_bad_list(page) -> None:
+    """The run form sent back with an item that is not an integer (on line 3)."""
+    page.fill("textarea[name=names]", "Ann\nBob")
+    page.fill("textarea[name=counts]", "1\n\nmany")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_text("must be an integer").wait_for()
+
+
+def submit_bad_preset(page) -> None:
+    """The presets form sent back without a value."""
+    page.select_option("select[name=input]", "team")
+    page.get_by_role("button", name="Save preset").click()
+    page.get_by_text("This field is required.").wait_for()
 
 
 def test_connection(page) -> None:
@@ -106,6 +136,13 @@ PAGES = [
     Page("confirm-unpublish", "/tools/alpha/unpublish/", viewer=False),
     Page("confirm-disable", "/tools/alpha/disable/", viewer=False),
     Page("run-form", "/tools/alpha/run/", viewer=False),
+    Page("run-form-lists", "/tools/lists/run/", viewer=False),
+    Page("run-form-lists-errors", "/tools/lists/run/", viewer=False, then=submit_bad_list),
+    Page("tool-presets-lists", "/tools/lists/presets/", viewer=False),
+    Page(
+        "tool-presets-lists-errors", "/tools/lists/presets/", viewer=False, then=submit_bad_preset
+    ),  # fmt: skip
+    Page("tool-inputs-lists", "/tools/lists/inputs/"),
     Page("run", "/runs/{run}/"),
     Page("runs", "/runs/"),
     Page("integrations", "/integrations/"),

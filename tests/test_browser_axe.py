@@ -1,7 +1,7 @@
 """axe-core (npm, copied to tests/build/ by `npm run build`) on every page, as an admin
-and as a viewer: no serious or critical violation. Also the skip link, and screenshots of
-every page at 1280 px in test-artifacts/<page>-1280.png (the 390 px ones come from
-test_browser_phone.py)."""
+and as a viewer: no serious or critical violation, and no ARIA reference to a missing id.
+Also the skip link, and screenshots of every page at 1280 px in
+test-artifacts/<page>-1280.png (the 390 px ones come from test_browser_phone.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, axe_violations, browser_context, chromium
+from tests.browser_support import (
+    ARTIFACTS,
+    axe_violations,
+    browser_context,
+    chromium,
+    dangling_references,
+)
 from tests.page_tour import make_site, pages_for, visit
 
 pytestmark = pytest.mark.browser
@@ -31,7 +37,7 @@ def walk_with_axe(live_server, browser, user, role: str, site: dict) -> dict:
             visit(page, tour_page, site)
             if role != "viewer" or tour_page not in pages_for("admin"):
                 page.screenshot(path=str(ARTIFACTS / f"{tour_page.name}-1280.png"), full_page=True)
-            if problems := axe_violations(page):
+            if problems := axe_violations(page) + dangling_references(page):
                 found[tour_page.name] = problems
     return found
 

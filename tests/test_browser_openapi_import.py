@@ -4,11 +4,12 @@ of what was made, with no errors on the browser's console."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from tests.browser_support import browser_context
+from tests.browser_support import ARTIFACTS, browser_context
 from tools_app.models import Tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -60,3 +61,75 @@ def test_it_imports_chosen_operations_as_drafts(live_server, developer) -> None:
         expect(page).to_have_url(f"{live_server.url}/tools/find_pets/")
         expect(page.get_by_role("heading", level=1, name="findPets draft")).to_be_visible()
         assert problems == []
+
+
+SECURED_ARRAYS = {
+    "openapi": "3.1.0",
+    "info": {"title": "Secured API", "version": "1"},
+    "servers": [{"url": "https://api.example.com/v1"}],
+    "paths": {"/items": {"get": {
+        "operationId": "listItems",
+        "security": [{"basicLogin": [], "session": []}],
+        "parameters": [
+            {"name": "ids", "in": "query",
+             "schema": {"type": "array", "items": {"type": "integer"}}},
+            {"name": "state", "in": "query", "required": True, "explode": True,
+             "schema": {"type": "array", "items": {"type": "string", "enum": ["on", "off"]}}},
+        ],
+        "responses": {"200": {"description": "Items", "content": {
+            "application/json": {"example": {"count": 2}}}}},
+    }}},
+    "components": {"securitySchemes": {
+        "basicLogin": {"type": "http", "scheme": "basic"},
+        "session": {"type": "apiKey", "in": "cookie", "name": "sid"},
+    }},
+}  # fmt: skip
+
+
+def test_it_shows_a_draft_with_basic_cookie_security_and_exploded_arrays(
+    live_server, console_admin, tmp_path
+) -> None:
+    """The draft an import makes of an operation with HTTP Basic and cookie apiKey schemes
+    and exploded array parameters: its tool page, inputs tab and run form (list inputs, one
+    item per line) read well and pass axe, at 1280 and 390 px."""
+    import json
+
+    from playwright.sync_api import expect
+
+    from tests.browser_support import axe_violations, dangling_references
+
+    document = tmp_path / "secured.json"
+    document.write_text(json.dumps(SECURED_ARRAYS))
+    for width in (1280, 390):
+        Tool.objects.all().delete()
+        viewport = {"width": width, "height": 900}
+        with browser_context(live_server, user=console_admin, viewport=viewport) as context:
+            page = context.new_page()
+            page.goto("/tools/-/import-openapi/")
+            page.get_by_label("OpenAPI document").set_input_files(document)
+            page.get_by_role("button", name="Read document").click()
+            page.get_by_role("button", name="Create drafts").click()
+            page.get_by_role("status").get_by_role("link", name="list_items").click()
+
+            problems: list[str] = []
+            expect(page.get_by_role("heading", name="Notes")).to_be_visible()
+            expect(page.locator("main")).to_contain_text("base64 of user:password")
+            for tab, path in [("overview", ""), ("inputs", "inputs/"), ("run", "run/")]:
+                page.goto(f"/tools/list_items/{path}")
+                page.screenshot(
+                    path=str(ARTIFACTS / f"openapi-secured-{tab}-{width}.png"), full_page=True
+                )
+                problems += axe_violations(page) + dangling_references(page)
+                if page.evaluate("document.documentElement.scrollWidth") > width:
+                    problems.append(f"{tab}: wider than {width} px")
+                if tab == "inputs":
+                    expect(page.get_by_role("row", name=re.compile("^ids"))).to_contain_text(
+                        "integer[]"
+                    )
+                    expect(page.get_by_role("row", name=re.compile("^state"))).to_contain_text(
+                        "string[]"
+                    )
+            ids = page.get_by_label("ids")
+            expect(ids).to_have_attribute("aria-describedby", "id_ids_helptext")
+            expect(page.locator("#id_ids_helptext")).to_contain_text("One integer per line.")
+            assert problems == [], problems

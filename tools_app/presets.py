@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import schema, vault
+from tools_app import listinput, schema, vault
 from tools_app.audit import Actor, record
 from tools_app.models import Tool, ToolPreset
 from tools_app.toolmd import ARRAY_TYPES, InputSpec, Manifest
@@ -50,11 +50,17 @@ def presettable(manifest: Manifest) -> dict[str, InputSpec]:
 
 
 def parse_value(spec: InputSpec, text: str) -> Any:
-    """The typed value of a preset typed as text: strings and enums as they are, the other
-    types as JSON (`42`, `true`, `{"a": 1}`). Checked against the input like run params;
-    the message never quotes a sensitive value."""
+    """The typed value of a preset typed as text: strings and enums as they are, lists one
+    item per line (or a JSON array), the other types as JSON (`42`, `true`, `{"a": 1}`).
+    Checked against the input like run params; the message never quotes a sensitive value."""
     if spec.type in ("string", "enum"):
         value: Any = text
+    elif spec.type in ARRAY_TYPES and not text.lstrip().startswith("["):
+        # One item per line, as on the run form; a JSON array (as the API takes) also works.
+        try:
+            value = listinput.parse_lines(spec.type[:-2], text) or []
+        except listinput.LineError as exc:
+            raise PresetError(f"{spec.name}: {exc}") from None
     else:
         try:
             value = json.loads(text)

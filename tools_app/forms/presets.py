@@ -24,7 +24,8 @@ class PresetForm(forms.Form):
         strip=False,
         max_length=64 * 1024,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off"}),
-        help_text="Text for string inputs; JSON for numbers, booleans and json inputs.",
+        help_text="Text for string inputs; one item per line for list inputs (string[], "
+        "integer[], ...); JSON for numbers, booleans and json inputs.",
     )
     sensitive = forms.BooleanField(
         label="Sensitive",

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from django import forms
 from django.contrib.auth import get_user_model
 
-from tools_app import input_files
+from tools_app import input_files, listinput
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
@@ -83,37 +82,22 @@ class ListInputField(forms.CharField):
         super().__init__(strip=False, widget=forms.Textarea(attrs=attrs), **kwargs)
 
     def prepare_value(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return "\n".join(json.dumps(v) if isinstance(v, bool) else str(v) for v in value)
-        return value
+        return listinput.as_lines(value) if isinstance(value, list) else value
 
     def to_python(self, value: Any) -> Any:
-        text = super().to_python(value)
-        lines = [line for line in (text or "").splitlines() if line.strip()]
-        if not lines:
-            return None
-        return [self._item(index, line) for index, line in enumerate(lines, 1)]
-
-    def _item(self, index: int, line: str) -> Any:
-        if self.item_type == "string":
-            return line
         try:
-            item = json.loads(line.strip())
-        except (ValueError, RecursionError):
-            item = line
-        ok = {
-            "integer": isinstance(item, int) and not isinstance(item, bool),
-            "number": isinstance(item, int | float)
-            and not isinstance(item, bool)
-            and math.isfinite(item),
-            "boolean": isinstance(item, bool),
-        }[self.item_type]
-        if not ok:
-            wanted = {"integer": "an integer", "number": "a number"}.get(
-                self.item_type, "true or false"
-            )
-            raise forms.ValidationError(f"line {index}: must be {wanted}, one item per line.")
-        return item
+            return listinput.parse_lines(self.item_type, super().to_python(value))
+        except listinput.LineError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+def focus_first_error(form: forms.Form) -> None:
+    """Autofocus the first field with an error, so a keyboard user lands where to fix it
+    when the page comes back (not at the top, a skip link and a nav away)."""
+    for name, field in form.fields.items():  # in page order
+        if name in form.errors:
+            field.widget.attrs["autofocus"] = True
+            return
 
 
 def file_object(upload) -> dict[str, Any]:

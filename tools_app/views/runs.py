@@ -25,6 +25,7 @@ from tools_app.forms.runs import (
     RawParamsForm,
     RunFilterForm,
     RunForm,
+    focus_first_error,
     raw_initial,
     undecodable_names,
 )
@@ -81,6 +82,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         run = _start(request, version, bound)
         if run is not None:
             return redirect("run", run_id=run.pk)
+        focus_first_error(bound)
 
     context = {
         "prefilled": bool(last),
