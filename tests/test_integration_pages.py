@@ -402,3 +402,19 @@ def test_it_marks_posted_secrets_sensitive_for_error_reports(searxng, console_ad
         response = console_admin_client.post(url, data)
         cleansed = SafeExceptionReporterFilter().get_post_parameters(response.wsgi_request)
         assert "posted-secret" not in str(dict(cleansed))
+
+
+def test_it_gives_each_field_error_the_id_its_field_points_at(searxng, console_admin_client):
+    # Django names "<id>_error" in a field's aria-describedby once it has an error: a
+    # screen reader announces nothing if no element has that id.
+    response = submit(
+        console_admin_client,
+        reverse("integration_create", args=["searxng"]),
+        {"slug": "Bad Slug", "field_url": "not a url", "secret_token": "typed-secret-1"},
+        button="Create integration",
+    )
+    page = response.content.decode()
+    described = re.findall(r'aria-describedby="([^"]+)"', page)
+    ids = set(re.findall(r' id="([^"]+)"', page))
+    assert any(ref.endswith("_error") for refs in described for ref in refs.split())
+    assert [ref for refs in described for ref in refs.split() if ref not in ids] == []

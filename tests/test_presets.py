@@ -283,3 +283,13 @@ def test_it_redacts_each_item_of_a_sensitive_list_preset(
     stored = json.dumps([run.params, run.result, run.response])
     assert CANARY not in stored
     assert "key={{preset.keys.0}}&key={{preset.keys.1}}" in stored
+
+
+def test_it_shows_a_plain_preset_as_json(tool, console_admin_client) -> None:
+    set_preset(console_admin_client, "account", 'say "hi"')
+    set_preset(console_admin_client, "limit", "7")
+    page = console_admin_client.get("/tools/lookup/presets/").content.decode()
+    # JSON as TOOL.md and the API write it, not Python's repr ('say "hi"', True, None).
+    assert "<code>&quot;say \\&quot;hi\\&quot;&quot;</code>" in page
+    assert "<code>7</code>" in page
+    assert ToolPreset(value=["Ann", True, None]).shown == '["Ann", true, null]'

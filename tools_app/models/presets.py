@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.db import models
 
@@ -36,3 +38,9 @@ class ToolPreset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_id}.{self.input}"
+
+    @property
+    def shown(self) -> str:
+        """A plain value as JSON, the notation of TOOL.md, the API and the run form's raw
+        params (not Python's: ['a'], True, None)."""
+        return json.dumps(self.value, ensure_ascii=False)
