@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
+from tests.test_runner_privilege import processes_with_argument
 from tools_app.runner import (
     SUCCEEDED,
     Limits,
@@ -84,19 +85,6 @@ def run_tool(tmp_path: Path, language: str, source: str, **fields) -> RunOutcome
         **fields,
     )
     return run(request)
-
-
-def processes_with_argument(argument: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argument.encode() in cmdline:
-                found.append(int(name))
-    return found
 
 
 def quota_mounts(under: Path) -> list[str]:
