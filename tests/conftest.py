@@ -60,6 +60,17 @@ def require(missing: bool, why: str) -> None:
         pytest.skip(why)
 
 
+def prerequisite(missing: bool, why: str) -> pytest.MarkDecorator:
+    """A test decorator for a prerequisite known at import time (a root worker, x86-64):
+    it goes through require() like every other, so CI fails instead of skipping."""
+    return pytest.mark.prerequisite(missing, why)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("prerequisite"):
+        require(*mark.args)
+
+
 class _UnresolvedVariables(logging.Handler):
     """Collects Django's "Exception while resolving variable" records from our templates."""
 

@@ -20,7 +20,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from tests import unprivileged
-from tests.conftest import require
+from tests.conftest import prerequisite, require
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
@@ -174,7 +174,7 @@ def test_it_runs_tool_code_as_an_unprivileged_host_user(tmp_path: Path, language
     assert [(ids["Uid"], ids["Gid"]) for ids in seen] == [expected] * 2
 
 
-@pytest.mark.skipif(not ROOT, reason="the run uid applies to a root worker")
+@prerequisite(not ROOT, "the run uid applies to a root worker")
 def test_it_runs_as_the_configured_runner_uid(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -325,7 +325,7 @@ SYSCALLS = """
     """
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="system call numbers of x86-64")
+@prerequisite(os.uname().machine != "x86_64", "system call numbers of x86-64")
 def test_it_denies_dangerous_system_calls(tmp_path: Path) -> None:
     outcome = run_tool(tmp_path, "python", SYSCALLS)
     assert outcome.status == SUCCEEDED, outcome
@@ -418,7 +418,7 @@ DISK_HOGS = {
 }
 
 
-@pytest.mark.skipif(not ROOT, reason="the quota file system needs a root worker")
+@prerequisite(not ROOT, "the quota file system needs a root worker")
 @pytest.mark.parametrize("case", sorted(DISK_HOGS))
 def test_it_stops_a_tool_at_the_disk_quota(tmp_path: Path, case: str) -> None:
     language, source = DISK_HOGS[case]
@@ -434,7 +434,7 @@ def test_it_stops_a_tool_at_the_disk_quota(tmp_path: Path, case: str) -> None:
     assert quota_mounts(tmp_path) == []
 
 
-@pytest.mark.skipif(not ROOT, reason="the quota file system needs a root worker")
+@prerequisite(not ROOT, "the quota file system needs a root worker")
 def test_it_stops_a_tool_that_makes_too_many_files(tmp_path: Path) -> None:
     source = 'for i in $(seq 1 20000); do : > "$HOME/f$i" || exit 0; done\necho survived'
     outcome = run_tool(tmp_path, "bash", source, limits=QUOTA)
@@ -446,7 +446,7 @@ def test_it_stops_a_tool_that_makes_too_many_files(tmp_path: Path) -> None:
     assert quota_mounts(tmp_path) == []
 
 
-@pytest.mark.skipif(not ROOT, reason="the quota file system needs a root worker")
+@prerequisite(not ROOT, "the quota file system needs a root worker")
 def test_it_stops_a_spares_tool_at_the_disk_quota(tmp_path: Path, spares: None) -> None:
     language, source = DISK_HOGS["python-2GiB"]
     ok = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"
@@ -459,7 +459,7 @@ def test_it_stops_a_spares_tool_at_the_disk_quota(tmp_path: Path, spares: None) 
     assert quota_mounts(tmp_path) == []
 
 
-@pytest.mark.skipif(not ROOT, reason="the quota file system needs a root worker")
+@prerequisite(not ROOT, "the quota file system needs a root worker")
 def test_it_unmounts_the_quotas_of_a_dead_worker(tmp_path: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -494,7 +494,7 @@ def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOL_CONSOLE_BWRAP", "/nonexistent/bwrap")
 
 
-@pytest.mark.skipif(not ROOT, reason="a root worker is what refuses")
+@prerequisite(not ROOT, "a root worker is what refuses")
 def test_a_root_worker_without_bubblewrap_refuses_to_run_tools(
     tmp_path: Path, no_bwrap: None
 ) -> None:
@@ -508,7 +508,7 @@ def test_a_root_worker_without_bubblewrap_refuses_to_run_tools(
     assert not marker.exists()
 
 
-@pytest.mark.skipif(not ROOT, reason="a root worker is what refuses")
+@prerequisite(not ROOT, "a root worker is what refuses")
 def test_the_run_page_and_system_check_say_why_a_root_worker_refuses(
     developer_client, make_tool, no_bwrap: None
 ) -> None:
@@ -524,7 +524,7 @@ def test_the_run_page_and_system_check_say_why_a_root_worker_refuses(
         call_command("check")
 
 
-@pytest.mark.skipif(not ROOT, reason="the run uid applies to a root worker")
+@prerequisite(not ROOT, "the run uid applies to a root worker")
 @pytest.mark.parametrize(("uid", "gid"), [("0", "65534"), ("65534", "0"), ("nobody", "1")])
 def test_it_refuses_a_runner_uid_of_root_or_garbage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uid: str, gid: str

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import prerequisite, require
 from tests.test_runner_privilege import processes_with_argument
 from tools_app.runner import (
     SUCCEEDED,
@@ -135,7 +135,7 @@ def test_it_leaves_no_cgroup_after_drain(tmp_path: Path, made_cgroups: list[Path
     assert [path for path in made_cgroups if path.exists()] == []
 
 
-@pytest.mark.skipif(not ROOT, reason="the quota file system is mounted by a root worker")
+@prerequisite(not ROOT, "the quota file system is mounted by a root worker")
 def test_it_leaves_no_mount_after_drain(tmp_path: Path) -> None:
     assert run_tool(tmp_path, "bash", 'echo x > "$HOME/f"; echo hi').status == SUCCEEDED
     assert teardown.drain()
@@ -165,7 +165,7 @@ def test_it_frees_a_spares_run_after_drain(
     assert quota_mounts(tmp_path) == []
 
 
-@pytest.mark.skipif(not ROOT, reason="the quota file system is mounted by a root worker")
+@prerequisite(not ROOT, "the quota file system is mounted by a root worker")
 def test_it_leaves_the_run_behind_when_its_teardown_is_skipped(
     tmp_path: Path, held: list, made_cgroups: list[Path]
 ) -> None:
