@@ -72,6 +72,9 @@ class _FormsParser(HTMLParser):
         if tag == "button" and a.get("type", "submit") == "submit":
             self._button = []
             self._button_attrs = a
+        if tag == "input" and a.get("type") == "submit" and "disabled" not in a:
+            # <input type="submit" value="…"> is a button too (Django admin's are).
+            form.buttons.append((" ".join(a.get("value", "Submit").split()), a))
         if tag == "input" and a.get("name") and "disabled" not in a:
             kind = a.get("type", "text")
             form.controls[a["name"]] = kind
