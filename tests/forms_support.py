@@ -171,6 +171,9 @@ def submit(
     assert response.status_code == 200, f"GET {page}: {response.status_code}"
     form = find_form(response.content.decode(), form_id=form_id, action=action, button=button)
     data = form.filled(changes)
+    if form.attrs.get("enctype") != "multipart/form-data":
+        # Without multipart encoding a browser sends a chosen file's name, not its content.
+        data = {k: getattr(v, "name", v) if hasattr(v, "read") else v for k, v in data.items()}
     target = form.attrs.get("action") or page
     if button is not None:
         pressed = form.button(button)
