@@ -217,11 +217,8 @@ def test_it_creates_a_custom_integration_in_two_steps(console_admin_client):
     # The next step fills in the page the refresh rendered, as the person does.
     form = find_form(page, form_id="integration-form")
     assert form.data()["custom_fields"] == variables
-    response = console_admin_client.post(
-        url,
-        form.data()
-        | {"field_crm_url": "https://crm.example.org", "secret_crm_key": "crm-secret-value"},
-    )
+    changes = {"field_crm_url": "https://crm.example.org", "secret_crm_key": "crm-secret-value"}
+    response = console_admin_client.post(url, form.filled(changes))
     assert response.status_code == 302
     integration = Integration.objects.get(slug="crm")
     assert [f["env"] for f in integration.custom_fields] == ["CRM_URL", "CRM_KEY"]
