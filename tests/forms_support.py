@@ -24,6 +24,18 @@ class Form:
         assert len(found) == 1, f"{len(found)} buttons say {text!r}"
         return found[0]
 
+    def filled(self, changes: dict | None = None) -> dict[str, str | list[str]]:
+        """What the form submits once a person has made `changes` (None unchecks a box or
+        leaves a field out): only controls the page renders may be filled."""
+        data = self.data()
+        for name, value in (changes or {}).items():
+            assert name in self.controls, f"the form has no control named {name!r}"
+            if value is None:
+                data.pop(name, None)
+            else:
+                data[name] = value
+        return data
+
     def data(self) -> dict[str, str | list[str]]:
         data: dict[str, str | list[str]] = {}
         for name, value in self.fields:
@@ -60,6 +72,9 @@ class _FormsParser(HTMLParser):
         if tag == "button" and a.get("type", "submit") == "submit":
             self._button = []
             self._button_attrs = a
+        if tag == "input" and a.get("type") == "submit" and "disabled" not in a:
+            # <input type="submit" value="…"> is a button too (Django admin's are).
+            form.buttons.append((" ".join(a.get("value", "Submit").split()), a))
         if tag == "input" and a.get("name") and "disabled" not in a:
             kind = a.get("type", "text")
             form.controls[a["name"]] = kind
@@ -155,13 +170,10 @@ def submit(
     response = client.get(page)
     assert response.status_code == 200, f"GET {page}: {response.status_code}"
     form = find_form(response.content.decode(), form_id=form_id, action=action, button=button)
-    data = form.data()
-    for name, value in (changes or {}).items():
-        assert name in form.controls, f"the form has no control named {name!r}"
-        if value is None:
-            data.pop(name, None)
-        else:
-            data[name] = value
+    data = form.filled(changes)
+    if form.attrs.get("enctype") != "multipart/form-data":
+        # Without multipart encoding a browser sends a chosen file's name, not its content.
+        data = {k: getattr(v, "name", v) if hasattr(v, "read") else v for k, v in data.items()}
     target = form.attrs.get("action") or page
     if button is not None:
         pressed = form.button(button)

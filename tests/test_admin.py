@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.forms_support import find_form, submit
 from tools_app.audit import Actor, record
 from tools_app.models import (
     AgentToken,
@@ -87,29 +88,6 @@ def one_of_everything(make_tool, superuser):
 def admin_url(model, view: str, *args) -> str:
     meta = model._meta
     return reverse(f"admin:{meta.app_label}_{meta.model_name}_{view}", args=args)
-
-
-def form_data(response) -> dict:
-    """The POST data a browser would send back from an admin change page, unchanged."""
-    data: dict = {}
-
-    def add(form) -> None:
-        for name in form.fields:
-            value = form[name].value()
-            if isinstance(value, bool):
-                if value:
-                    data[form.add_prefix(name)] = "on"
-            elif value is not None:
-                data[form.add_prefix(name)] = value
-
-    add(response.context["adminform"].form)
-    for inline in response.context["inline_admin_formsets"]:
-        formset = inline.formset
-        for field in formset.management_form:
-            data[field.html_name] = field.value()
-        for form in formset.forms:
-            add(form)
-    return data
 
 
 def test_every_model_is_registered():
@@ -205,6 +183,7 @@ def test_audit_events_cannot_be_deleted(admin_client, one_of_everything):
     url = admin_url(AuditEvent, "delete", event.pk)
 
     assert admin_client.get(url).status_code == 403
+    # Forged requests: the admin offers no delete page or bulk action to submit.
     assert admin_client.post(url, {"post": "yes"}).status_code == 403
     # No bulk action either: the changelist ignores a forged delete_selected.
     changelist = admin_url(AuditEvent, "changelist")
@@ -299,9 +278,11 @@ def test_tool_versions_and_runs_are_read_only(admin_client, one_of_everything):
 def test_disabling_a_tool_goes_through_versions_and_is_audited(admin_client, one_of_everything):
     tool = one_of_everything["tool"]
     url = admin_url(Tool, "change", tool.pk)
-    data = form_data(admin_client.get(url))
-    del data["enabled"]
-    data["label"] = "Renamed behind the console's back"  # read-only: ignored
+    form = find_form(admin_client.get(url).content.decode(), form_id="tool_form")
+    data = form.filled({"enabled": None})  # untick Enabled, press Save
+    data["_save"] = "Save"
+    assert "label" not in form.controls  # read-only on the page; a forged value is ignored
+    data["label"] = "Renamed behind the console's back"
 
     response = admin_client.post(url, data)
 
@@ -317,9 +298,11 @@ def test_disabling_a_tool_goes_through_versions_and_is_audited(admin_client, one
 def test_admin_changes_are_audited_without_values(admin_client, one_of_everything):
     integration = Integration.objects.get()
     url = admin_url(Integration, "change", integration.pk)
-    data = form_data(admin_client.get(url))
-    data["label"] = "GitHub Enterprise"
-    data["slug"] = "renamed"  # read-only: ignored
+    form = find_form(admin_client.get(url).content.decode(), form_id="integration_form")
+    data = form.filled({"label": "GitHub Enterprise"})
+    data["_save"] = "Save"
+    assert "slug" not in form.controls  # read-only on the page; a forged value is ignored
+    data["slug"] = "renamed"
 
     response = admin_client.post(url, data)
 
@@ -337,15 +320,12 @@ def test_admin_changes_are_audited_without_values(admin_client, one_of_everythin
 
 
 def test_adding_a_user_is_audited_without_the_password(admin_client, db):
-    response = admin_client.post(
-        admin_url(User, "add"),
-        {
-            "username": "newbie",
-            "usable_password": "true",
-            "password1": "A-long-password-1234",
-            "password2": "A-long-password-1234",
-        },
-    )
+    changes = {
+        "username": "newbie",
+        "password1": "A-long-password-1234",
+        "password2": "A-long-password-1234",
+    }
+    response = submit(admin_client, admin_url(User, "add"), changes, button="Save")
 
     assert response.status_code == 302
     event = AuditEvent.objects.filter(action="admin.add").get()
@@ -356,9 +336,10 @@ def test_adding_a_user_is_audited_without_the_password(admin_client, db):
 def test_revoking_tokens_in_admin_is_audited(admin_client, one_of_everything):
     token = one_of_everything["token"]
 
-    response = admin_client.post(
-        admin_url(AgentToken, "changelist"), {"action": "revoke", "_selected_action": [token.pk]}
-    )
+    # Tick the token's row, choose the action, press Go: the changelist's own form.
+    changes = {"action": "revoke", "_selected_action": str(token.pk)}
+    response = submit(admin_client, admin_url(AgentToken, "changelist"), changes,
+                      form_id="changelist-form", button="Go")  # fmt: skip
 
     assert response.status_code == 302
     token.refresh_from_db()

@@ -26,6 +26,7 @@ from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 
 from tests.conftest import tool_files
+from tests.forms_support import submit
 from tools_app import integrations as domain
 from tools_app.models import (
     AgentToken,
@@ -199,36 +200,26 @@ def test_it_never_reveals_a_canary_secret(
     assert Tool.objects.filter(name="web_search").exists()
 
     # 1. Through the form, after a connection test that echoes the token back.
-    tested = console_admin_client.post(
-        reverse("integration_test_new", args=["searxng"]),
-        {"field_url": fake_provider.url, "secret_token": CANARY_FORM},
-        HTTP_HX_REQUEST="true",
-    )
+    new_page = reverse("integration_create", args=["searxng"])
+    typed = {"field_url": fake_provider.url, "secret_token": CANARY_FORM}
+
+    def press(page: str, button: str, changes: dict, **kw):
+        return submit(console_admin_client, page, changes, form_id="integration-form",
+                      button=button, **kw)  # fmt: skip
+
+    tested = press(new_page, "Test connection", typed, HTTP_HX_REQUEST="true")
     fake_provider.echo_authorization = True
     fake_provider.status = 401
-    echoed = console_admin_client.post(
-        reverse("integration_test_new", args=["searxng"]),
-        {"field_url": fake_provider.url, "secret_token": CANARY_FORM},
-    )
+    echoed = press(new_page, "Test connection", typed)
     assert fake_provider.last.headers["authorization"] == f"Bearer {CANARY_FORM}"
-    refused = console_admin_client.post(
-        reverse("integration_create", args=["searxng"]),
-        {"slug": "searxng", "field_url": "not a url", "secret_token": CANARY_FORM},
-    )
+    refused = press(new_page, "Create integration", {**typed, "slug": "searxng",
+                                                     "field_url": "not a url"})  # fmt: skip
     assert refused.status_code == 400
-    created = console_admin_client.post(
-        reverse("integration_create", args=["searxng"]),
-        {"slug": "searxng", "enabled": "on", "field_url": fake_provider.url,
-         "secret_token": CANARY_FORM},
-    )  # fmt: skip
+    created = press(new_page, "Create integration", {**typed, "slug": "searxng"})
     assert created.status_code == 302
-    stored_test = console_admin_client.post(
-        reverse("integration_test", args=["searxng"]), {"field_url": fake_provider.url}
-    )
-    edited = console_admin_client.post(
-        reverse("integration_edit", args=["searxng"]),
-        {"revision": "1", "enabled": "on", "field_url": "ftp://x", "secret_token": CANARY_FORM},
-    )
+    edit_page = reverse("integration_edit", args=["searxng"])
+    stored_test = press(edit_page, "Test connection", {"field_url": fake_provider.url})
+    edited = press(edit_page, "Save", {"field_url": "ftp://x", "secret_token": CANARY_FORM})
     assert edited.status_code == 400
 
     # 2. Through set_integration, from standard input.

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from tests.forms_support import submit
 from tools_app import integrations as domain
 from tools_app import vault
 from tools_app.models import IntegrationSecret
@@ -119,9 +120,9 @@ def test_it_detects_a_lying_fingerprint_by_decrypting_a_sample(db, fernet_keys):
 
 def test_it_saves_nothing_while_the_keys_are_unusable(db, settings, console_admin_client):
     settings.CONSOLE_ENCRYPTION_KEYS = ["broken-key"]
-    response = console_admin_client.post(
-        "/integrations/new/apify/", {"slug": "apify", "secret_token": SECRET}
-    )
+    changes = {"slug": "apify", "secret_token": SECRET}
+    response = submit(console_admin_client, "/integrations/new/apify/", changes,
+                      button="Create integration")  # fmt: skip
     assert response.status_code == 503
     page = response.content.decode()
     assert "Encryption keys: CONSOLE_ENCRYPTION_KEYS: key #1 is not a valid Fernet key" in page

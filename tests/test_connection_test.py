@@ -38,6 +38,18 @@ def connection_test_url(slug: str | None = None, type_slug: str | None = None) -
     return reverse("integration_test_new", args=[type_slug])
 
 
+def press_test(client, *, type_slug: str | None = None, slug: str | None = None, **kw):
+    """Fill in the new (type_slug) or edit (slug) page's form with the changes in `kw` and
+    press its Test connection button (htmx=True: as htmx sends it, the same form data)."""
+    htmx = {"HTTP_HX_REQUEST": "true"} if kw.pop("htmx", False) else {}
+    page = (
+        reverse("integration_edit", args=[slug])
+        if slug
+        else reverse("integration_create", args=[type_slug])
+    )
+    return submit(client, page, kw, form_id="integration-form", button="Test connection", **htmx)
+
+
 def test_it_tests_new_values_before_saving(console_admin_client, fake_provider):
     # The "Test connection" button of the new-integration form (it posts elsewhere).
     response = submit(
@@ -64,19 +76,19 @@ def test_it_tests_new_values_before_saving(console_admin_client, fake_provider):
 def test_it_sends_no_credential_header_for_an_unset_optional_secret(
     console_admin_client, fake_provider
 ):
-    console_admin_client.post(
-        connection_test_url(type_slug="searxng"), {"field_url": fake_provider.url}
-    )
+    press_test(console_admin_client, type_slug="searxng", field_url=fake_provider.url)
     assert "authorization" not in fake_provider.last.headers
 
 
 def test_it_shows_the_status_and_a_redacted_excerpt_on_failure(console_admin_client, fake_provider):
     fake_provider.status = 401
     fake_provider.echo_authorization = True
-    response = console_admin_client.post(
-        connection_test_url(type_slug="searxng"),
-        {"field_url": fake_provider.url, "secret_token": SECRET},
-        HTTP_HX_REQUEST="true",
+    response = press_test(
+        console_admin_client,
+        type_slug="searxng",
+        field_url=fake_provider.url,
+        secret_token=SECRET,
+        htmx=True,
     )
     page = response.content.decode()
     assert "The provider answered HTTP 401 Unauthorized (expected 2xx)." in page
@@ -96,14 +108,9 @@ def test_it_uses_the_stored_secret_when_the_field_is_empty(console_admin_client,
     assert fake_provider.last.headers["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in response.content.decode()
     # A typed secret wins over the stored one; "clear" means none.
-    console_admin_client.post(
-        connection_test_url("searxng"),
-        {"field_url": fake_provider.url, "secret_token": "typed-now"},
-    )
+    press_test(console_admin_client, slug="searxng", secret_token="typed-now")
     assert fake_provider.last.headers["authorization"] == "Bearer typed-now"
-    console_admin_client.post(
-        connection_test_url("searxng"), {"field_url": fake_provider.url, "clear_token": "on"}
-    )
+    press_test(console_admin_client, slug="searxng", clear_token="on")
     assert "authorization" not in fake_provider.last.headers
 
 
@@ -111,23 +118,25 @@ def test_it_never_sends_a_stored_secret_to_another_address(console_admin_client,
     support.create(
         "searxng", values={"url": "https://searx.example.org"}, secrets={"token": SECRET}
     )
-    response = console_admin_client.post(
-        connection_test_url("searxng"), {"field_url": fake_provider.url, "secret_token": ""}
+    response = press_test(
+        console_admin_client, slug="searxng", field_url=fake_provider.url, secret_token=""
     )
     page = response.content.decode()
     assert "the stored token is only sent to the saved address" in page
     assert fake_provider.seen == []
     # Typing the secret again is the way to test a new address.
-    console_admin_client.post(
-        connection_test_url("searxng"), {"field_url": fake_provider.url, "secret_token": "retyped"}
+    press_test(
+        console_admin_client, slug="searxng", field_url=fake_provider.url, secret_token="retyped"
     )
     assert fake_provider.last.headers["authorization"] == "Bearer retyped"
 
 
 def test_it_tests_openai_compatible_servers(console_admin_client, fake_provider):
-    response = console_admin_client.post(
-        connection_test_url(type_slug="openai"),
-        {"field_base_url": fake_provider.url + "/v1", "secret_api_key": "sk-abc"},
+    response = press_test(
+        console_admin_client,
+        type_slug="openai",
+        field_base_url=fake_provider.url + "/v1",
+        secret_api_key="sk-abc",
     )
     assert "Connection works" in response.content.decode()
     assert fake_provider.last.path == "/v1/models"
@@ -135,6 +144,7 @@ def test_it_tests_openai_compatible_servers(console_admin_client, fake_provider)
 
 
 def test_it_says_when_a_type_has_no_test(console_admin_client, db):
+    # Its page offers no Test connection button: this is a hand-built request for the URL.
     response = console_admin_client.post(
         connection_test_url(type_slug="email_db"), {"field_path": "/srv/mail.sqlite3"}
     )
@@ -145,10 +155,10 @@ def test_it_says_when_a_type_has_no_test(console_admin_client, db):
 
 
 def test_it_asks_for_missing_values_and_validates_them_first(console_admin_client, fake_provider):
-    page = console_admin_client.post(connection_test_url(type_slug="apify"), {}).content.decode()
+    page = press_test(console_admin_client, type_slug="apify").content.decode()
     assert "Not tested: fill in API token first." in page
-    page = console_admin_client.post(
-        connection_test_url(type_slug="searxng"), {"field_url": "file:///etc/passwd"}
+    page = press_test(
+        console_admin_client, type_slug="searxng", field_url="file:///etc/passwd"
     ).content.decode()
     assert "Not tested: Base URL must be an http:// or https:// URL" in page
     assert fake_provider.seen == []
@@ -156,16 +166,16 @@ def test_it_asks_for_missing_values_and_validates_them_first(console_admin_clien
 
 def test_it_reports_an_unreachable_provider(console_admin_client, fake_provider):
     dead = fake_provider.url.rsplit(":", 1)[0] + ":9"  # discard port: nothing listens
-    page = console_admin_client.post(
-        connection_test_url(type_slug="searxng"), {"field_url": dead, "secret_token": SECRET}
+    page = press_test(
+        console_admin_client, type_slug="searxng", field_url=dead, secret_token=SECRET
     ).content.decode()
     assert "Request failed: could not connect to 127.0.0.1" in page
     assert SECRET not in page
 
 
 def test_it_renders_a_full_page_without_htmx(console_admin_client, fake_provider):
-    page = console_admin_client.post(
-        connection_test_url(type_slug="searxng"), {"field_url": fake_provider.url}
+    page = press_test(
+        console_admin_client, type_slug="searxng", field_url=fake_provider.url
     ).content.decode()
     assert "<html" in page and "Connection test: SearXNG" in page
 

@@ -188,7 +188,8 @@ def test_it_refuses_invalid_names(developer_client, name):
 
 def test_it_refuses_a_name_that_exists(developer_client, make_tool):
     make_tool("alpha")
-    response = developer_client.post("/tools/-/new/", {"name": "alpha", "language": "python"})
+    response = submit(developer_client, "/tools/-/new/", {"name": "alpha", "language": "python"},
+                      button="Create draft")  # fmt: skip
     assert response.status_code == 422
     assert "exists already" in response.content.decode()
     assert ToolVersion.objects.count() == 1
@@ -342,6 +343,7 @@ def test_viewers_and_strangers_cannot_edit(viewer_client, client, make_tool):
     for url in ("/tools/-/new/", "/tools/alpha/edit/", "/tools/-/import/"):
         assert viewer_client.get(url).status_code == 403
         assert client.get(url).status_code == 302  # to the login page
+    # They are not shown the forms: a forged POST is refused.
     assert viewer_client.post("/tools/alpha/edit/", {"toolmd": "x"}).status_code == 403
     assert viewer_client.post("/tools/alpha/validate/", {}).status_code == 403
     assert viewer_client.post("/tools/-/new/", {"name": "x", "language": "bash"}).status_code == 403

@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from tests import unprivileged
 from tests.conftest import require
+from tests.forms_support import submit
 from tools_app import egress, http
 from tools_app.runner import network
 
@@ -241,12 +242,20 @@ def test_it_connects_to_the_address_it_checked(monkeypatch, servers):
     assert connected == ["198.51.100.99"]
 
 
+def press_test(client, page: str, **changes: str) -> str:
+    """Fill in searxng's new or edit page and press its Test connection button."""
+    url = reverse(page, args=["searxng"])
+    response = submit(client, url, changes, form_id="integration-form", button="Test connection")
+    return response.content.decode()
+
+
 def test_it_refuses_a_connection_test_to_the_hosts_loopback(console_admin_client, servers):
     port, _, handler = servers
-    page = console_admin_client.post(
-        reverse("integration_test_new", args=["searxng"]),
-        {"field_url": f"http://127.0.0.1:{port}/admin/login/?"},
-    ).content.decode()
+    page = press_test(
+        console_admin_client,
+        "integration_create",
+        field_url=f"http://127.0.0.1:{port}/admin/login/?",
+    )
     assert f"127.0.0.1:{port} is refused by the egress policy" in page
     assert "secret console page" not in page
     assert handler.seen == []
@@ -257,16 +266,15 @@ def test_it_lets_a_connection_test_reach_an_allowed_destination(
 ):
     port, other, handler = servers
     settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
-    page = console_admin_client.post(
-        reverse("integration_test_new", args=["searxng"]), {"field_url": f"http://127.0.0.1:{port}"}
-    ).content.decode()
+    page = press_test(
+        console_admin_client, "integration_create", field_url=f"http://127.0.0.1:{port}"
+    )
     assert "Connection works" in page
     handler.target = f"http://127.0.0.1:{other}/"
     handler.seen.clear()
-    page = console_admin_client.post(
-        reverse("integration_test_new", args=["searxng"]),
-        {"field_url": f"http://127.0.0.1:{port}/go"},
-    ).content.decode()
+    page = press_test(
+        console_admin_client, "integration_create", field_url=f"http://127.0.0.1:{port}/go"
+    )
     assert f"127.0.0.1:{other} is refused by the egress policy" in page
 
 
@@ -313,9 +321,12 @@ def test_it_lets_a_saved_integration_test_reach_its_saved_url_only(console_admin
     form is judged like any other destination."""
     port, other, handler = servers
     support.create("searxng", values={"url": f"http://127.0.0.1:{port}"})
-    url = reverse("integration_test", args=["searxng"])
-    page = console_admin_client.post(url, {"field_url": f"http://127.0.0.1:{port}"})
-    assert "Connection works" in page.content.decode()
-    page = console_admin_client.post(url, {"field_url": f"http://127.0.0.1:{other}"})
-    assert f"127.0.0.1:{other} is refused by the egress policy" in page.content.decode()
+    page = press_test(
+        console_admin_client, "integration_edit", field_url=f"http://127.0.0.1:{port}"
+    )
+    assert "Connection works" in page
+    page = press_test(
+        console_admin_client, "integration_edit", field_url=f"http://127.0.0.1:{other}"
+    )
+    assert f"127.0.0.1:{other} is refused by the egress policy" in page
     assert len(handler.seen) == 1

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.forms_support import submit
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
 from tools_app import httptool, integrations, runs
 from tools_app.audit import Actor
@@ -441,7 +442,7 @@ def test_it_runs_from_the_run_form_without_asking_for_hidden_inputs(
     page = client.get("/tools/fetcher/run/").content.decode()
     assert 'name="extra"' in page and 'name="token"' not in page
 
-    client.post("/tools/fetcher/run/", {"extra": '{"a": [1, 2]}'})
+    submit(client, "/tools/fetcher/run/", {"extra": '{"a": [1, 2]}'}, form_id="run-form")
 
     run = Run.objects.get()
     assert run.params == {"extra": {"a": [1, 2]}}
@@ -534,10 +535,12 @@ def test_it_takes_list_inputs_from_the_api_and_the_run_form(
     client.force_login(console_admin)
     page = client.get("/tools/fetcher/run/").content.decode()
     assert "One integer per line." in page
-    response = client.post("/tools/fetcher/run/", {"ids": "5\nnope\n", "tags": ""})
+    response = submit(client, "/tools/fetcher/run/", {"ids": "5\nnope\n", "tags": ""},
+                      form_id="run-form")  # fmt: skip
     assert "line 2: must be an integer, one item per line." in response.content.decode()
     with django_capture_on_commit_callbacks(execute=False):
-        client.post("/tools/fetcher/run/", {"ids": "5\n\n6\n", "tags": "red\nblue green\n"})
+        changes = {"ids": "5\n\n6\n", "tags": "red\nblue green\n"}
+        submit(client, "/tools/fetcher/run/", changes, form_id="run-form")
     run = Run.objects.order_by("-created_at").first()
     assert run.params == {"ids": [5, 6], "tags": ["red", "blue green"]}
 

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.forms_support import link, submit
 from tools_app import toolmd
 
 CASES = Path(__file__).parent / "data" / "http"
@@ -87,7 +88,6 @@ def test_it_refuses_to_save_and_so_to_publish_an_http_tool_with_an_error(console
 @pytest.mark.django_db
 def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console_admin) -> None:
     from django.test import Client
-    from django.urls import reverse
 
     from tools_app import bundle
     from tools_app.audit import Actor
@@ -100,7 +100,8 @@ def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console
     console.ALLOWED_HOSTS = ["testserver", "api.example.com"]
     client = Client()
     client.force_login(console_admin)
-    response = client.post(reverse("tool_publish", args=["tool", 1]), follow=True)
+    confirm = link(client.get("/tools/tool/").content.decode(), "Publish v1")
+    response = submit(client, confirm, button="Publish", follow=True)
 
     assert response.status_code == 200
     assert Tool.objects.get(name="tool").published_version is None

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from tests.forms_support import submit
+from tests.forms_support import find_form, submit
 from tools_app import integrations as domain
 from tools_app import vault
 from tools_app.audit import Actor
@@ -112,23 +112,19 @@ def test_it_tells_the_second_of_two_concurrent_editors_and_loses_nothing(
     bob = Client()
     bob.force_login(second_admin)
     # Both open the form at revision 1.
+    url = reverse("integration_edit", args=["searxng"])
+    forms = []
     for client in (console_admin_client, bob):
-        page = client.get(reverse("integration_edit", args=["searxng"])).content.decode()
+        page = client.get(url).content.decode()
         assert 'name="revision" value="1"' in page
+        forms.append(find_form(page, form_id="integration-form"))
     first = console_admin_client.post(
-        reverse("integration_edit", args=["searxng"]),
-        {"revision": "1", "enabled": "on", "field_url": "https://first.example.org"},
+        url, forms[0].filled({"field_url": "https://first.example.org"})
     )
     assert first.status_code == 302
-    second = bob.post(
-        reverse("integration_edit", args=["searxng"]),
-        {
-            "revision": "1",
-            "enabled": "on",
-            "field_url": "https://second.example.org",
-            "secret_token": "bobs-new-token",
-        },
-    )
+    # Bob fills in the page he opened before ada saved.
+    changes = {"field_url": "https://second.example.org", "secret_token": "bobs-new-token"}
+    second = bob.post(url, forms[1].filled(changes))
     assert second.status_code == 409
     page = second.content.decode()
     assert "was changed by ada" in page and "your changes were not saved" in page
@@ -138,10 +134,7 @@ def test_it_tells_the_second_of_two_concurrent_editors_and_loses_nothing(
     assert searxng.values == {"url": "https://first.example.org"} and searxng.revision == 2
     assert stored() == SECRET
     # Bob reloads and saves on the current revision.
-    third = bob.post(
-        reverse("integration_edit", args=["searxng"]),
-        {"revision": "2", "enabled": "on", "field_url": "https://second.example.org"},
-    )
+    third = edit(bob, field_url="https://second.example.org")
     assert third.status_code == 302
     searxng.refresh_from_db()
     assert searxng.values == {"url": "https://second.example.org"} and searxng.revision == 3
@@ -205,9 +198,11 @@ def test_it_accepts_urls_of_internal_services(searxng, console_admin_client, url
 
 
 def test_it_refuses_a_relative_database_path(db, console_admin_client):
-    response = console_admin_client.post(
+    response = submit(
+        console_admin_client,
         reverse("integration_create", args=["email_db"]),
         {"slug": "email_db", "field_path": "mail/db.sqlite3"},
+        button="Create integration",
     )
     assert response.status_code == 400
     assert "must be an absolute path" in response.content.decode()

@@ -18,7 +18,7 @@ from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.editor_support import form_data
+from tests.forms_support import find_form, submit
 from tools_app.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -48,10 +48,10 @@ class Visitor:
     def login(self, username: str, password: str, url: str = LOGIN, **headers):
         page = self.client.get(url)
         assert page.status_code == 200
-        data = form_data(page.content.decode(), "login-form")
-        assert {"csrfmiddlewaretoken", "username", "password"} <= set(data)
-        data.update(username=username, password=password)
-        return self.client.post(url, data, **headers)
+        form = find_form(page.content.decode(), form_id="login-form")
+        data = form.filled({"username": username, "password": password})
+        assert "csrfmiddlewaretoken" in data
+        return self.client.post(form.attrs.get("action") or url, data, **headers)
 
     def logged_in(self) -> bool:
         return "_auth_user_id" in self.client.session
@@ -126,8 +126,8 @@ def test_the_right_password_before_the_limit_resets_the_count(dave):
     visitor = Visitor()
     fail(visitor, "dave", LIMIT - 1)
     assert visitor.login("dave", PASSWORD).status_code == 302
-    token = visitor.client.cookies["csrftoken"].value
-    visitor.client.post("/accounts/logout/", {"csrfmiddlewaretoken": token})
+    assert submit(visitor.client, "/", button="Log out").status_code == 302
+    assert not visitor.logged_in()
 
     statuses = fail(visitor, "dave", LIMIT - 1)
 
@@ -204,9 +204,9 @@ def test_an_admin_lifts_a_lock_in_django_admin_and_it_is_audited(dave, root):
     staff = Client()
     staff.force_login(root)
 
-    response = staff.post(
-        f"/admin/axes/accessattempt/{attempt.pk}/delete/", {"post": "yes"}, follow=False
-    )
+    # Django admin's own confirm page, and its button.
+    delete = f"/admin/axes/accessattempt/{attempt.pk}/delete/"
+    response = submit(staff, delete, button="Yes, I’m sure")
 
     assert response.status_code == 302 and not AccessAttempt.objects.exists()
     event = AuditEvent.objects.get(action="admin.delete")

@@ -529,11 +529,12 @@ def test_it_refuses_a_damaged_document_sent_back(developer_client):
     response = _read(developer_client, {"text": USPTO.read_text()})
     from tests.forms_support import find_form
 
-    data = find_form(response.content.decode(), button="Create drafts").data()
-    response = developer_client.post(PAGE, {**data, "source": "%%% not base64"})
+    form = find_form(response.content.decode(), button="Create drafts")
+    # A tampered hidden field: only a forged (or corrupted) POST sends this back.
+    response = developer_client.post(PAGE, form.filled({"source": "%%% not base64"}))
     assert response.status_code == 400
     assert "the document sent back is damaged" in response.content.decode()
-    response = developer_client.post(PAGE, {**data, "prefix": "Bad-Prefix!"})
+    response = developer_client.post(PAGE, form.filled({"prefix": "Bad-Prefix!"}))
     assert response.status_code == 400
     assert "prefix &#x27;Bad-Prefix!&#x27;: lowercase letters" in response.content.decode()
     assert not Tool.objects.exists()

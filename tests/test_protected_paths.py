@@ -18,6 +18,7 @@ from django.db import connection
 from django.urls import reverse
 
 from tests.conftest import require
+from tests.forms_support import submit
 from tools_app import integrations, runs
 from tools_app.audit import Actor
 from tools_app.models import Integration, Tool
@@ -73,15 +74,15 @@ def test_it_refuses_protected_paths_in_the_domain(tmp_path):
 def test_the_form_refuses_a_parent_of_the_state_dir(console_admin_client, tmp_path):
     url = reverse("integration_create", args=["email_db"])
 
-    refused = console_admin_client.post(
-        url, {"slug": "mail", "enabled": "on", "field_path": str(tmp_path)}
-    )
+    button = "Create integration"
+    changes = {"slug": "mail", "enabled": "on", "field_path": str(tmp_path)}
+    refused = submit(console_admin_client, url, changes, button=button)
 
     assert refused.status_code == 400
     assert "contains DATA_PATH" in refused.content.decode()
     assert not Integration.objects.exists()
     fine = str(tmp_path / "mail.sqlite3")
-    created = console_admin_client.post(url, {"slug": "mail", "enabled": "on", "field_path": fine})
+    created = submit(console_admin_client, url, {**changes, "field_path": fine}, button=button)
     assert created.status_code == 302
     assert Integration.objects.get(slug="mail").values == {"path": fine}
 

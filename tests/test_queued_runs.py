@@ -15,6 +15,7 @@ from django.test import Client
 from worker_fixtures import wait_for_run
 
 from console.celery import app
+from tests.forms_support import submit
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
@@ -130,13 +131,12 @@ def test_the_run_page_turns_an_overdue_queued_run_lost_without_any_reaper(
 def test_cancel_of_a_queued_run_needs_no_worker(idle_broker, quick, developer):
     client = Client()
     client.force_login(developer)
-    response = client.post(
-        f"/tools/{quick.name}/run/", {"raw-json": "1", "params": "{}"}, follow=False
-    )
+    response = submit(client, f"/tools/{quick.name}/run/", {"params": "{}"},
+                      form_id="raw-json-form")  # fmt: skip
     run = Run.objects.get()
     assert response.status_code == 302 and run.status == RunStatus.QUEUED
 
-    response = client.post(f"/runs/{run.pk}/cancel/")
+    response = submit(client, f"/runs/{run.pk}/", button="Cancel")
 
     assert response.status_code == 302
     run.refresh_from_db()
@@ -177,7 +177,7 @@ def test_a_worker_that_gets_a_cancelled_runs_message_later_does_not_run_it(
     )
     client = Client()
     client.force_login(developer)
-    assert client.post(f"/runs/{run.pk}/cancel/").status_code == 302
+    assert submit(client, f"/runs/{run.pk}/", button="Cancel").status_code == 302
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
     worker.start()

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.agent_api import agent_client
+from tests.forms_support import submit
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, AuditEvent, Run, Tool
@@ -52,6 +53,7 @@ def test_it_refuses_a_developer_cancelling_another_developers_run(tool, develope
     bea = client_of(other_developer)
 
     page = bea.get(reverse("run", args=[run.pk])).content.decode()
+    # Bea is shown no Cancel button: she can only forge the POST, and it is refused.
     plain = bea.post(reverse("run_cancel", args=[run.pk]))
     htmx = bea.post(
         reverse("run_cancel", args=[run.pk]), {"after": "0"}, headers={"HX-Request": "true"}
@@ -68,8 +70,7 @@ def test_it_lets_the_developer_who_started_it_cancel(tool, developer):
     run = running_run(tool, Actor(user=developer))
     dave = client_of(developer)
 
-    assert 'id="cancel-run"' in dave.get(reverse("run", args=[run.pk])).content.decode()
-    assert dave.post(reverse("run_cancel", args=[run.pk])).status_code == 302
+    assert submit(dave, reverse("run", args=[run.pk]), button="Cancel").status_code == 302
     run.refresh_from_db()
     assert run.cancel_requested
 
@@ -78,8 +79,7 @@ def test_it_lets_an_admin_cancel_anyones_run(tool, developer, console_admin):
     run = running_run(tool, Actor(user=developer))
     ada = client_of(console_admin)
 
-    assert 'id="cancel-run"' in ada.get(reverse("run", args=[run.pk])).content.decode()
-    assert ada.post(reverse("run_cancel", args=[run.pk])).status_code == 302
+    assert submit(ada, reverse("run", args=[run.pk]), button="Cancel").status_code == 302
     run.refresh_from_db()
     assert run.cancel_requested
     assert AuditEvent.objects.get(action="run.cancel").actor == "ada"
@@ -92,6 +92,7 @@ def test_it_leaves_agent_runs_to_their_token_and_admins(tool, developer, console
     dave = client_of(developer)
 
     assert 'id="cancel-run"' not in dave.get(reverse("run", args=[run.pk])).content.decode()
+    # No button shown: a forged POST is refused.
     assert dave.post(reverse("run_cancel", args=[run.pk])).status_code == 403
     run.refresh_from_db()
     assert not run.cancel_requested

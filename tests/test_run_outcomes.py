@@ -178,7 +178,9 @@ def test_a_run_whose_tool_crashes_shows_its_stderr(developer_client, python_tool
     text = page(developer_client, run)
     assert "Failed" in text
     assert "The tool process exited with status 3 without returning a result." in text
-    assert "Standard error" in text and "boom: the disk is on fire" in text
+    # What the tool wrote last, in the result and in the page's own stderr section.
+    assert "Last output: boom: the disk is on fire" in text
+    assert "Standard error (last 26 bytes) boom: the disk is on fire" in text
     assert "Process exit code 3" in text
 
 

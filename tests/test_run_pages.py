@@ -384,7 +384,7 @@ def test_run_pages_need_a_role(client, nobody, search, developer):
 def test_it_cancels_a_queued_run(developer_client, search, developer):
     run = make_run(search, developer)
 
-    response = developer_client.post(reverse("run_cancel", args=[run.pk]))
+    response = submit(developer_client, reverse("run", args=[run.pk]), button="Cancel")
 
     assert response.status_code == 302
     run.refresh_from_db()
@@ -395,9 +395,9 @@ def test_it_requests_cancel_of_a_running_run_with_htmx(developer_client, search,
     run = make_run(search, developer, status=RunStatus.RUNNING, started_at=timezone.now(),
                    heartbeat_at=timezone.now())  # fmt: skip
 
-    response = developer_client.post(
-        reverse("run_cancel", args=[run.pk]), {"after": "0"}, headers={"HX-Request": "true"}
-    )
+    # htmx posts the same form (hx-post on it), with its HX-Request header.
+    response = submit(developer_client, reverse("run", args=[run.pk]), button="Cancel",
+                      headers={"HX-Request": "true"})  # fmt: skip
 
     html = response.content.decode()
     assert response.status_code == 200 and 'id="run-live"' in html
@@ -407,6 +407,7 @@ def test_it_requests_cancel_of_a_running_run_with_htmx(developer_client, search,
 
 def test_only_developers_cancel(viewer_client, developer_client, search, developer):
     run = make_run(search, developer)
+    # A viewer is shown no Cancel button; a forged POST is refused.
     assert viewer_client.post(reverse("run_cancel", args=[run.pk])).status_code == 403
     assert developer_client.get(reverse("run_cancel", args=[run.pk])).status_code == 405
     assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED

@@ -18,6 +18,7 @@ from django.urls import reverse
 from worker_fixtures import wait_for_run
 
 from tests.conftest import require, tool_files
+from tests.forms_support import link, submit
 from tools_app import integrations, runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Integration, Run, ToolVersion
@@ -197,15 +198,21 @@ def test_the_switch_is_audited_and_only_admins_flip_it(
     probe, console_admin_client, developer_client
 ):
     url = reverse("integration_test_runs", args=["apify"])
+    integration_page = reverse("integration", args=["apify"])
 
+    # A developer is not offered the switch; a forged POST is refused.
     assert developer_client.post(url, {"allow": "on"}).status_code == 403
     assert not Integration.objects.get(slug="apify").allow_test_runs
 
-    assert console_admin_client.post(url, {"allow": "on"}).status_code == 302
+    page = console_admin_client.get(integration_page).content.decode()
+    allow = submit(console_admin_client, link(page, "Allow test runs…"), button="Allow test runs")
+    assert allow.status_code == 302
     assert Integration.objects.get(slug="apify").allow_test_runs
-    page = console_admin_client.get(reverse("integration", args=["apify"])).content.decode()
-    assert "Stop allowing test runs" in page
-    assert console_admin_client.post(url, {}).status_code == 302
+    page = console_admin_client.get(integration_page).content.decode()
+    confirm = link(page, "Stop allowing test runs…")
+    assert (
+        submit(console_admin_client, confirm, button="Stop allowing test runs").status_code == 302
+    )
     assert not Integration.objects.get(slug="apify").allow_test_runs
 
     events = AuditEvent.objects.filter(action="integration.allow_test_runs").order_by("pk")
@@ -224,11 +231,11 @@ def test_django_admin_shows_and_flips_the_switch_audited(probe, console_admin):
     url = reverse("admin:tools_app_integration_change", args=[apify.pk])
     assert "allow_test_runs" in staff.get(url).content.decode()
 
-    form = {"label": "Apify", "enabled": "on", "allow_test_runs": "on"}
-    # The read-only inline of secret fields still posts its management form.
-    form |= {"secrets-TOTAL_FORMS": "1", "secrets-INITIAL_FORMS": "1"}
-    form |= {"secrets-0-id": str(apify.secrets.get().pk), "secrets-0-integration": str(apify.pk)}
-    response = staff.post(url, form)
+    # Name it, tick "allow test runs" on the change page and press Save (the read-only inline of
+    # secret fields posts its management form, as rendered).
+    changes = {"label": "Apify", "allow_test_runs": "on"}
+    response = submit(staff, url, changes, form_id="integration_form",
+                      button="Save")  # fmt: skip
 
     assert response.status_code == 302
     apify.refresh_from_db()
@@ -249,7 +256,7 @@ def test_browser_runs_through_the_celery_worker_follow_the_policy(
     url = reverse("tool_run", args=["probe"]) + "?version=2"
     results = {}
     for who, client in (("developer", developer_client), ("admin", console_admin_client)):
-        response = client.post(url, {})
+        response = submit(client, url, form_id="run-form")
         assert response.status_code == 302, response.content
         run = Run.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[-1])
         run = wait_for_run(run.pk, FINISHED, worker=worker)

@@ -197,19 +197,20 @@ def test_csrf_trusted_origins_admits_a_proxys_origin(tmp_path):
     # while the console sees plain HTTP. Django refuses that Origin unless it is trusted.
     # (Committed, not in a test transaction: the child's failed login writes axes records.)
     code = LOGIN_PAGE.format(host="console.example.org") + textwrap.dedent("""
-        token = page.cookies["csrftoken"].value
+        from tests.forms_support import find_form
+        form = find_form(page.content.decode(), form_id="login-form")
         answer = client.post(
-            "/accounts/login/",
-            {"username": "x", "password": "y", "csrfmiddlewaretoken": token},
+            form.attrs.get("action") or "/accounts/login/",
+            form.filled({"username": "x", "password": "y"}),
             HTTP_HOST="console.example.org",
             HTTP_ORIGIN="https://console.example.org",
         )
-        print(json.dumps(answer.status_code))
+        print(json.dumps([answer.status_code, "didn't match" in answer.content.decode()]))
     """)
     hosts = {"CONSOLE_ALLOWED_HOSTS": "console.example.org"}
     url = worker_database_url()
     require(url is None, "in-memory SQLite: a second process cannot see the test database")
-    assert python(tmp_path, code, DATABASE_URL=url, **hosts) == 403
+    assert python(tmp_path, code, DATABASE_URL=url, **hosts) == [403, False]
     trusted = python(
         tmp_path,
         code,
@@ -217,7 +218,7 @@ def test_csrf_trusted_origins_admits_a_proxys_origin(tmp_path):
         CONSOLE_CSRF_TRUSTED_ORIGINS="https://console.example.org",
         **hosts,
     )
-    assert trusted == 200  # the form again, with "didn't match": the CSRF check passed
+    assert trusted == [200, True]  # the form again, with "didn't match": CSRF passed
 
 
 def test_debug_shows_djangos_technical_pages_only_when_set(tmp_path):
@@ -269,6 +270,19 @@ def test_the_generated_secret_key_is_private_and_kept(tmp_path):
     assert python(tmp_path, code, CONSOLE_SECRET_KEY="") == first  # read, not replaced
 
 
+def test_an_older_readable_secret_key_is_made_private(tmp_path):
+    """A key file from before the 0600 rule (or copied in loosely) is tightened at start."""
+    path = tmp_path / "state" / "secret_key"  # the state dir isolated_state made
+    path.write_text("an-older-key-" + "y" * 50)
+    path.chmod(0o644)
+    code = """
+        from django.conf import settings
+        print(json.dumps(settings.SECRET_KEY))
+    """
+    assert python(tmp_path, code, CONSOLE_SECRET_KEY="") == "an-older-key-" + "y" * 50
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
 def test_hypothesis_is_derandomized_in_ci():
     """A property-test failure in CI must be reproducible: same examples every run."""
     import hypothesis
@@ -277,3 +291,33 @@ def test_hypothesis_is_derandomized_in_ci():
 
     require(not in_ci(), "only CI derandomizes (locally Hypothesis explores)")
     assert hypothesis.settings.default.derandomize is True
+
+
+@pytest.mark.django_db
+def test_tool_input_dirs_let_a_person_convert_a_recording_from_the_run_form(
+    tmp_path, settings, developer_client
+):
+    """The same setting on the way a person runs the tool: the run form, the runner
+    (runs.execute_run, as a worker does) and the run page. (CONSOLE_TOOL_INPUT_DIRS is read
+    into settings.TOOL_INPUT_DIRS at start-up: the test above starts processes with it.)"""
+    from tests.test_run_outcomes import page, run_from_the_form
+    from tools_app.sync import sync_tools
+
+    require(not _has_ffmpeg(), "ffmpeg is not installed (apt-get install ffmpeg)")
+    sync_tools(REPO / "seed" / "tools")
+    recordings = tmp_path / "recordings"
+    recordings.mkdir()
+    _write_wav(recordings / "meeting.wav", seconds=1)
+    wav = str(recordings / "meeting.wav")
+
+    settings.TOOL_INPUT_DIRS = []
+    hidden = run_from_the_form(developer_client, "convert_audio_to_mp3", input_path=wav)
+    assert "Failed" in page(developer_client, hidden)
+    assert f"input file not found: {wav}" in page(developer_client, hidden)
+
+    settings.TOOL_INPUT_DIRS = [str(recordings)]
+    run = run_from_the_form(developer_client, "convert_audio_to_mp3", input_path=wav)
+
+    text = page(developer_client, run)
+    assert "Succeeded" in text and f"Converted {wav} to MP3." in text
+    assert "Artifacts meeting.mp3" in text

@@ -13,7 +13,7 @@ from agent_api import REPO
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from tests.forms_support import submit
+from tests.forms_support import find_form, link, submit
 from tools_app.models import AgentToken, AuditEvent
 from tools_app.models.tokens import hash_token
 
@@ -141,8 +141,10 @@ def test_it_revokes_a_token_after_confirmation(console_admin_client, console_adm
     api = Client(headers={"Authorization": f"Bearer {raw}"})
     assert api.get(REGISTRY).status_code == 200
 
-    confirm = console_admin_client.get(f"/tokens/{token.pk}/revoke/")
+    listed = console_admin_client.get("/tokens/").content.decode()
+    confirm = console_admin_client.get(link(listed, "Revoke…"))
     assert confirm.status_code == 200
+    stale = find_form(confirm.content.decode(), button="Revoke token")
     assert "Revoke token" in confirm.content.decode()
     token.refresh_from_db()
     assert token.is_active  # a GET changes nothing
@@ -155,8 +157,8 @@ def test_it_revokes_a_token_after_confirmation(console_admin_client, console_adm
     assert token.revoked_at is not None
     assert api.get(REGISTRY).status_code == 401
 
-    # Revoking twice is harmless and audited once.
-    console_admin_client.post(f"/tokens/{token.pk}/revoke/")
+    # Revoking twice (the confirm page, still open in another tab) is harmless, audited once.
+    assert console_admin_client.post(stale.attrs["action"], stale.data()).status_code == 302
     events = AuditEvent.objects.filter(action="token.revoke")
     assert events.count() == 1
     assert events.get().actor_user == console_admin

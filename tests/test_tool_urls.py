@@ -18,6 +18,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from tests.conftest import tool_files
 from tests.editor_support import zip_of
+from tests.forms_support import submit
 from tools_app import integrations
 from tools_app.models import Tool
 from tools_app.toolmd import NAME_RE
@@ -126,7 +127,8 @@ def test_the_import_page_brings_them(developer_client, console_admin_client):
     entries = {f"{n}/{p}": d for n in NAMES for p, d in tool_files(n).items()}
     upload = SimpleUploadedFile("tools.zip", zip_of(entries), "application/zip")
 
-    response = console_admin_client.post("/tools/-/import/", {"file": upload, "publish": "on"})
+    changes = {"file": upload, "publish": "on"}
+    response = submit(console_admin_client, "/tools/-/import/", changes, button="Import")
 
     assert response.status_code in (200, 302), response.content[:300]
     assert set(Tool.objects.values_list("name", flat=True)) == set(NAMES)
@@ -139,9 +141,8 @@ def test_the_new_tool_form_creates_them(developer_client, name):
     page = developer_client.get("/tools/-/new/").content.decode()
     assert "<h1>New tool</h1>" in page
 
-    response = developer_client.post(
-        "/tools/-/new/", {"name": name, "language": "python", "description": f"The {name} tool."}
-    )
+    changes = {"name": name, "language": "python", "description": f"The {name} tool."}
+    response = submit(developer_client, "/tools/-/new/", changes, button="Create draft")
 
     assert response.status_code == 302 and response["Location"] == f"/tools/{name}/edit/"
     html = tool_page(developer_client, name)
