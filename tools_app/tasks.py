@@ -13,7 +13,7 @@ from tools_app import runs
 
 @shared_task(name="tools_app.tasks.execute_run", ignore_result=True)
 def execute_run(run_id: str) -> None:
-    runs.execute_run(run_id)
+    runs.execute_run(run_id, reload=False)
 
 
 @shared_task(name="tools_app.tasks.reap_lost_runs", ignore_result=True)

@@ -268,12 +268,13 @@ class Network:
             self.ready_r, ready_w = os.pipe()
             exit_r, self.exit_w = os.pipe()
             nspath = f"/proc/self/fd/{ns}"
-            script = 'exec "$0" -f -'
-            if _loopback_allows(policy):
-                script = "echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet && " + script
+            load = [_exe("nft"), "-f", "-"]
+            if _loopback_allows(policy):  # a shell only where it has something to do
+                script = 'echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet && exec "$@"'
+                load = ["/bin/sh", "-c", script, "tool-net", *load]
             nsenter = enter or [_exe("nsenter")]
             self.nft = subprocess.Popen(
-                [*nsenter, f"--net={nspath}", "--", "/bin/sh", "-c", script, _exe("nft")],
+                [*nsenter, f"--net={nspath}", "--", *load],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -285,6 +285,10 @@ def tool_argv(language: str, entry: str | None, paths: ToolPaths, limits: Limits
         paths.node or node_executable(),  # raises the clear "Node.js is missing" error
         "--disable-warning=ExperimentalWarning",  # type stripping warns on some 24.x releases
         f"--max-old-space-size={heap_mb}",
+        # One V8 background thread instead of one per core: less to start in every
+        # sandbox (~2 ms of CPU, bench/runner_cpu.py) and fewer tasks against the pids
+        # limit; background compilation and GC still run off the main thread.
+        "--v8-pool-size=1",
         f"{paths.harness}/harness.mjs",
         *args,
     ]

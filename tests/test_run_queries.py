@@ -1,0 +1,50 @@
+"""The SQL a worker spends on one run (tools_app.runs.execute_run, as the Celery task
+calls it): read the run, claim it, store the outcome. Every statement is paid on every
+run, by the database and by the worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools_app import runs, tasks
+from tools_app.audit import Actor
+from tools_app.models import Run
+from tools_app.models.runs import RunStatus, RunVia
+
+pytestmark = pytest.mark.django_db
+
+ECHO_PY = """
+def execute(tool_call_id, params, signal, on_update):
+    return {"content": [{"type": "text", "text": "hello " + params["name"]}]}
+"""
+INPUTS = {"name": {"type": "string", "description": "Who to greet."}}
+
+
+@pytest.fixture
+def echo(make_tool):
+    return make_tool("echo", language="python", source=ECHO_PY, inputs=INPUTS)
+
+
+def queued(tool) -> Run:
+    version = tool.versions.get()
+    return runs.start_run(
+        version, {"name": "Ada"}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
+    )
+
+
+def test_it_runs_a_task_in_three_statements(echo, django_assert_max_num_queries):
+    run = queued(echo)
+    # SELECT the run, UPDATE to claim it, UPDATE with the outcome: no transaction around
+    # an outcome without artifacts, and the task does not read the row back.
+    with django_assert_max_num_queries(3):
+        tasks.execute_run(str(run.pk))
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    assert run.result["content"][0]["text"] == "hello Ada"
+
+
+def test_it_returns_the_finished_run_when_asked_to_reload(echo):
+    run = queued(echo)
+    finished = runs.execute_run(run.pk)
+    assert finished is not None and finished.status == RunStatus.SUCCEEDED
+    assert runs.execute_run(queued(echo).pk, reload=False) is None
