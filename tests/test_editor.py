@@ -122,8 +122,9 @@ def _python_template():
     return module
 
 
-def test_python_template_reports_progress_and_honours_signal_aborted():
+def test_python_template_reports_progress_and_honours_signal_aborted(fake_clock):
     module = _python_template()
+    clock = fake_clock(module)  # its sleeps pass at once, and are counted
     updates = []
     result = module.execute("c1", {"message": "hello", "steps": 2}, _Signal(None), updates.append)
     assert result == {
@@ -133,12 +134,21 @@ def test_python_template_reports_progress_and_honours_signal_aborted():
     assert [u["content"][0]["text"] for u in updates] == ["step 1 of 2", "step 2 of 2"]
 
     updates.clear()
+    reported_at: list[float] = []
+
+    def on_update(update: dict) -> None:
+        reported_at.append(clock.now)
+        updates.append(update)
+
     # Aborted once the first step is reported: the template notices before the second.
     result = module.execute(
-        "c2", {"message": "hello", "steps": 10}, _Signal(lambda: bool(updates)), updates.append
+        "c2", {"message": "hello", "steps": 10}, _Signal(lambda: bool(updates)), on_update
     )
     assert result["isError"] is True and result["content"][0]["text"] == "cancelled"
     assert len(updates) == 1
+    # It noticed within one slice of its wait, not at the end of the next step (time on
+    # the fake clock, which only the template's own sleeps move).
+    assert clock.now - reported_at[0] <= module.POLL_SECONDS, clock.now - reported_at[0]
 
 
 def test_bash_template_writes_progress_to_fd_3_and_stops_on_sigterm(tmp_path):

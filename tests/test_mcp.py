@@ -243,13 +243,13 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
         finally:
             connection.close()  # this thread's own connection
 
-    def cancelled_run() -> tuple[Run, float]:
-        began = time.monotonic()
+    def cancelled_run() -> Run:
+        # A generous deadline, no bound on how long it took: CANCELLED (not timed out)
+        # says the client's cancel ended it.
         try:
-            run = wait_for_run(Run.objects.get().pk, FINISHED, timeout=10)
+            return wait_for_run(Run.objects.get().pk, FINISHED, timeout=120)
         finally:
             connection.close()  # this thread's own connection
-        return run, time.monotonic() - began
 
     async def go(client):
         started = anyio.Event()
@@ -263,13 +263,12 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
                 await started.wait()
             untouched = await anyio.to_thread.run_sync(others_cancel)
             tg.cancel_scope.cancel()
-        return untouched, *await anyio.to_thread.run_sync(cancelled_run)
+        return untouched, await anyio.to_thread.run_sync(cancelled_run)
 
-    untouched, run, waited = mcp_call(live, raw, go, mode)
+    untouched, run = mcp_call(live, raw, go, mode)
 
     assert untouched.status == RunStatus.RUNNING and not untouched.cancel_requested
-    assert run.status == RunStatus.CANCELLED
-    assert waited < 10
+    assert run.status == RunStatus.CANCELLED, (run.status, run.error)
     assert tool_processes() == []
     assert AuditEvent.objects.filter(action="run.cancel", actor="token:mcp-agent").exists()
 

@@ -4,6 +4,7 @@ artifacts and output limits. Faults (runaway tools) are in test_runner_faults.py
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import threading
 from pathlib import Path
@@ -263,7 +264,12 @@ def test_it_sees_its_folder_read_only_and_a_fresh_work_dir(tmp_path: Path, langu
     from tools_app.runner import isolation_level
 
     require(isolation_level()[0] != "bwrap", "the read-only tool folder is bubblewrap's")
-    outcome = run_tool(tmp_path, language, source)
+    # Files anyone may write (umask 0): only the read-only mount keeps the tool out.
+    umask = os.umask(0)
+    try:
+        outcome = run_tool(tmp_path, language, source)
+    finally:
+        os.umask(umask)
     assert outcome.status == SUCCEEDED, outcome
     assert outcome.isolation == "bwrap"
     assert texts(outcome).strip() == "read-only output,scratch"
@@ -572,6 +578,9 @@ def test_it_binds_granted_host_files_read_only(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "mail.txt").write_text("hello from the host")
+    # Anyone may write the file: only the read-only bind keeps the tool from changing it.
+    shared.chmod(0o777)
+    (shared / "mail.txt").chmod(0o666)
     tool = tmp_path / "tool"
     tool.mkdir()
     (tool / "index.sh").write_text(

@@ -359,16 +359,20 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
     assert "2" in run.result["content"][0]["text"]
     # A statement that writes is refused with a message, and the archive keeps its rows
     # (the tool opens it read-only; tests/test_runner.py checks the bind itself).
-    write = runs.start_run(
-        version,
-        {"sql": "delete from messages"},
-        actor=Actor.system(),
-        via=RunVia.COMMAND,
-        enqueue=False,
-    )
-    write = runs.execute_run(write.pk)
-    assert write.result["isError"] is True, write.result
-    assert write.result["content"][0]["text"]
+    # The first statement stops at the tool's SELECT check; the second gets past it (it
+    # starts with WITH) and is stopped by the read-only connection beneath.
+    refusals = {
+        "delete from messages": "only a single SELECT (or WITH ... SELECT) statement is "
+        "allowed, not DELETE: email_db is read-only",
+        "with doomed as (select 1) delete from messages": "email_db is read-only",
+    }
+    for sql, message in refusals.items():
+        write = runs.start_run(
+            version, {"sql": sql}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
+        )
+        write = runs.execute_run(write.pk)
+        assert write.result["isError"] is True, write.result
+        assert message in write.result["content"][0]["text"], write.result
     with sqlite3.connect(archive) as conn:
         assert conn.execute("select count(*) from messages").fetchone() == (2,)
     conn.close()

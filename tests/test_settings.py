@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -321,3 +322,16 @@ def test_tool_input_dirs_let_a_person_convert_a_recording_from_the_run_form(
     text = page(developer_client, run)
     assert "Succeeded" in text and f"Converted {wav} to MP3." in text
     assert "Artifacts meeting.mp3" in text
+
+
+def test_ci_runs_the_test_command_with_ci_set():
+    """CI=true is what turns a missing prerequisite into a failure and derandomizes
+    Hypothesis: .ci/run must export it before the README's test command, and dev.py test
+    must hand its environment on to pytest."""
+    script = (REPO / ".ci" / "run").read_text().splitlines()
+    exports = [i for i, line in enumerate(script) if re.match(r"export CI=true\b", line)]
+    tests = [i for i, line in enumerate(script) if line.strip().startswith("python3 dev.py test")]
+    assert exports and tests and exports[0] < tests[0], "CI=true is not set for the tests"
+    dev = (REPO / "dev.py").read_text()
+    body = dev[dev.index("def cmd_test(") :]
+    assert 'env = {**os.environ, "PYTHONDONTWRITEBYTECODE"' in body
