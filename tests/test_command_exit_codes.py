@@ -96,6 +96,8 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
         (["set_integration"], 2, "the following arguments are required: slug"),
         (["set_integration", "s", "--type", "searxng", "--field", "url"], 2, "--field needs"),
         (["set_integration", "s", "--type", "searxng", "--field", "=x"], 2, "--field needs"),
+        (["set_integration", "s", "--type", "nosuch"], 2, "unknown integration type 'nosuch'"),
+        (["set_integration", "s"], 2, "give --type TYPE to create it"),
         (["set_integration", "s", "--type", "searxng"], 1, "url: Base URL is required"),
         (["set_integration", "s", "--type", "searxng", "--field", "url=https://a.example"], 0, ""),
         # rotate_encryption_keys

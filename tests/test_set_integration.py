@@ -110,11 +110,6 @@ def test_it_refuses_a_secret_on_the_command_line_without_echoing_it(db):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("x", "--type", "nosuch"), "unknown integration type 'nosuch' (known: apify, custom,"),
-        (
-            ("ghost", "--field", "url=https://x.example"),
-            "unknown integration 'ghost': give --type TYPE to create it",
-        ),  # fmt: skip
         (
             ("searxng", "--type", "searxng", "--field", "colour=blue"),
             "unknown field 'colour' for type 'searxng' (fields: url, token)",
@@ -139,6 +134,25 @@ def test_it_refuses_a_secret_on_the_command_line_without_echoing_it(db):
 )
 def test_it_exits_1_with_a_clear_message(db, args, expected):
     assert expected in fails(*args)
+    assert not Integration.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("x", "--type", "nosuch"), "unknown integration type 'nosuch' (known: apify, custom,"),
+        (
+            ("ghost", "--field", "url=https://x.example"),
+            "unknown integration 'ghost': give --type TYPE to create it",
+        ),  # fmt: skip
+    ],
+)
+def test_it_exits_2_on_an_unknown_or_missing_type(db, args, expected):
+    """Bad usage, as README says: like create_agent_token's unknown scope."""
+    with pytest.raises(CommandError) as caught:
+        run(*args)
+    assert caught.value.returncode == 2
+    assert expected in str(caught.value)
     assert not Integration.objects.exists()
 
 

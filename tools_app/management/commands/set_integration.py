@@ -89,12 +89,15 @@ class Command(BaseCommand):
                         "which is not installed"
                     )
             else:
+                # Bad usage (exit 2): creating needs --type, as a missing argument would.
                 raise CommandError(
                     f"unknown integration {slug!r}: give --type TYPE to create it "
-                    f"(types: {', '.join(sorted(domain.integration_types()))})"
+                    f"(types: {', '.join(sorted(domain.integration_types()))})",
+                    returncode=2,
                 )
         except domain.UnknownType as exc:
-            raise CommandError(str(exc)) from None
+            # Bad usage, like create_agent_token's unknown scope.
+            raise CommandError(str(exc), returncode=2) from None
         if existing is not None and existing.type_slug != itype.slug:
             raise CommandError(
                 f"integration {slug!r} has type {existing.type_slug!r}, not {itype.slug!r}"
