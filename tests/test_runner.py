@@ -112,6 +112,32 @@ def test_it_runs_a_typescript_tool_with_progress_updates(tmp_path: Path) -> None
     assert outcome.isolation == isolation_level()[0]
 
 
+@pytest.mark.parametrize("language", ["javascript", "python"])
+def test_it_keeps_all_a_tool_printed_just_before_it_returned(tmp_path: Path, language) -> None:
+    """The runner ends the sandbox as soon as the harness reports (it does not wait for
+    Node's own exit): the harness flushes the tool's output first, so nothing is lost."""
+    source = {
+        "javascript": """
+            export async function execute() {
+              process.stdout.write("x".repeat(1 << 20) + "\\n");
+              console.log("the last line");
+              return { content: [{ type: "text", text: "done" }] };
+            }
+            """,
+        "python": """
+            import sys
+
+            def execute(tool_call_id, params, signal, on_update):
+                sys.stdout.write("x" * (1 << 20) + "\\n")
+                print("the last line")
+                return {"content": [{"type": "text", "text": "done"}]}
+            """,
+    }[language]
+    outcome = run_tool(tmp_path, language, source)
+    assert (outcome.status, texts(outcome), outcome.exit_code) == (SUCCEEDED, "done", 0)
+    assert outcome.stderr_tail.endswith("the last line\n")
+
+
 def test_it_runs_a_javascript_tool(tmp_path: Path) -> None:
     outcome = run_tool(
         tmp_path,

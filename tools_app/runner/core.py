@@ -231,6 +231,7 @@ class _Execution:
         self.used_spare = spare is not None
         self.stdin_data = memoryview(b"")
         self.limits = request.limits
+        self.language = request.language
         self.isolation = isolation
         self.on_update = on_update
         self.cancel = cancel
@@ -251,6 +252,7 @@ class _Execution:
         self.stop_reason: str | None = None  # CANCELLED or TIMED_OUT
         self.stopped_at = 0.0
         self.killed = False
+        self.ended_by_result = False  # killed by the runner once the harness reported
         self.killed_after_grace = False
         self.limit_hit: str | None = None  # LIMIT_PROCESSES or LIMIT_MEMORY
         self.result_message: dict[str, Any] | None = None
@@ -657,7 +659,12 @@ class _Execution:
         if self.stop_reason and now >= self.stopped_at + self.limits.grace_seconds:
             self.killed_after_grace = True
             self._kill_everything()
-        elif self.result_at is not None and now - self.result_at > RESULT_EXIT_SECONDS:
+        elif self.result_at is not None and (
+            self.language != "bash" or now - self.result_at > RESULT_EXIT_SECONDS
+        ):
+            # A harness sends its result last, after the tool's output: its own exit
+            # (Node's teardown) is not worth waiting for.
+            self.ended_by_result = True
             self._kill_everything()
 
     def _stop(self, reason: str, now: float) -> None:
@@ -776,6 +783,8 @@ class _Execution:
     def exit_code(self) -> int | None:
         if self.proc is None or self.proc.returncode is None:
             return None
+        if self.ended_by_result:
+            return 0  # what the harness exits with after its result, had it been let
         code = self.proc.returncode
         # bwrap reports a child killed by signal N as 128 + N.
         if self.isolation == "bwrap" and 128 < code < 128 + signal.NSIG:

@@ -125,15 +125,16 @@ function drained(stream) {
   });
 }
 
-// Report, then exit now, whatever timers or sockets the tool left open. Pipes are
-// asynchronous in Node, so what the tool printed is flushed first (for at most a second).
+// Flush, report, then exit now, whatever timers or sockets the tool left open. Pipes are
+// asynchronous in Node, so what the tool printed is flushed first (for at most a second):
+// the runner ends the sandbox the moment the result arrives, not when this process exits.
 async function finish(content, isError) {
   if (finished) return;
   finished = true;
   const clipped = clip(content, config.maxResultBytes);
+  const flushed = Promise.all([drained(process.stdout), drained(process.stderr)]);
+  await Promise.race([flushed, new Promise((resolve) => setTimeout(resolve, 1000))]);
   send({ type: "result", isError, ...clipped });
-  setTimeout(() => process.exit(0), 1000);
-  await Promise.all([drained(process.stdout), drained(process.stderr)]);
   process.exit(0);
 }
 
