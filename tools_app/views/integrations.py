@@ -342,10 +342,7 @@ def _back(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     target = reverse("integration", args=[slug])
     if request.POST.get("next") == "list":
         target = reverse("integrations")
-    if request.htmx:
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = target
-        return response
+    # Only the plain confirm page posts here (no htmx), so a plain redirect is the answer.
     return HttpResponseRedirect(target)
 
 
