@@ -138,14 +138,14 @@ def sides(
 
     from tools_app import runs, tasks
     from tools_app.audit import Actor
-    from tools_app.models import Run
+    from tools_app.models import Run, ToolVersion
     from tools_app.runner import Limits, RunRequest, run
 
     call_command("migrate", verbosity=0)
     from invoke import publish
 
     publish("trivial", TRIVIAL_TS)
-    version = Run._meta.get_field("version").related_model.objects.get(tool__name="trivial")
+    version = ToolVersion.objects.get(tool__name="trivial")
     tool = folder / "tool"
     tool.mkdir()
     (tool / "index.ts").write_text(TRIVIAL_TS)

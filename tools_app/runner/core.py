@@ -63,7 +63,6 @@ Content = list[dict[str, str]]
 
 POLL_SECONDS = 0.05
 WATCH_SECONDS = 0.1  # how often the process/memory watchdog looks, where it is needed
-RESULT_EXIT_SECONDS = 2.0  # the harness exits right after its result; kill it if it hangs
 DRAIN_SECONDS = 1.0  # reading what is left in the pipes after everything was killed
 MESSAGE_TAIL_BYTES = 2048  # of stdout/stderr quoted in an error message
 # What running out of memory prints, where no cgroup counts OOM kills: V8's heap limit,
@@ -231,7 +230,6 @@ class _Execution:
         self.used_spare = spare is not None
         self.stdin_data = memoryview(b"")
         self.limits = request.limits
-        self.language = request.language
         self.isolation = isolation
         self.on_update = on_update
         self.cancel = cancel
@@ -659,11 +657,10 @@ class _Execution:
         if self.stop_reason and now >= self.stopped_at + self.limits.grace_seconds:
             self.killed_after_grace = True
             self._kill_everything()
-        elif self.result_at is not None and (
-            self.language != "bash" or now - self.result_at > RESULT_EXIT_SECONDS
-        ):
-            # A harness sends its result last, after the tool's output: its own exit
-            # (Node's teardown) is not worth waiting for.
+        elif self.result_at is not None:
+            # A harness (bash has none: its fd 3 carries updates only) sends its result
+            # last, after the tool's output: its own exit (Node's teardown) is not worth
+            # waiting for.
             self.ended_by_result = True
             self._kill_everything()
 
