@@ -81,12 +81,28 @@ def delegated() -> bool:
     return os.geteuid() == 0 and not os.environ.get(CHILD_FLAG)
 
 
+def tun_open_to_all() -> bool:
+    """Whether /dev/net/tun has the mode udev gives it (0666): a rootless sandbox's network
+    is slirp4netns, which opens it as the worker's user. Some VMs make it 0600."""
+    try:
+        return os.stat("/dev/net/tun").st_mode & 0o006 == 0o006
+    except OSError:
+        return False
+
+
 def when_root(test: Callable[..., Any]) -> Callable[..., Any]:
     """Run the decorated test in a child pytest as uid 65534 when this process is root."""
 
     @functools.wraps(test)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if delegated():
+            from conftest import require
+
+            require(
+                not tun_open_to_all(),
+                "/dev/net/tun is not open to unprivileged users (chmod 0666 /dev/net/tun, "
+                "as udev makes it; .ci/run does): a non-root worker's sandboxes need it",
+            )
             _run_as_nobody(_current_node_id())
             return None
         return test(*args, **kwargs)
