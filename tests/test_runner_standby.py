@@ -433,3 +433,19 @@ def test_it_sweeps_the_spare_folder_of_a_killed_worker_process(tmp_path):
     standby._sweep(tmp_path)
 
     assert not dead.exists() and alive.exists() and foreign.exists()
+
+
+def test_it_sweeps_again_when_a_worker_process_stops(tmp_path: Path) -> None:
+    """A killed worker's pool processes may outlive it: still alive at the next worker's
+    first sweep, gone by the time it stops. The stop removes their spare folders."""
+    warm_up(tmp_path, "typescript")
+    ready_spare()  # the first sweep of runs/ is done
+    orphan = subprocess.Popen(["sleep", "60"])
+    leftover = tmp_path / "runs" / f"{standby.PREFIX}{standby._owner(orphan.pid)}-abc"
+    leftover.mkdir()
+    orphan.kill()
+    orphan.wait()
+
+    standby.discard_spare()
+
+    assert not any((tmp_path / "runs").glob("spare-*"))

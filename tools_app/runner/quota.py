@@ -275,10 +275,11 @@ def stale_mounts() -> list[str]:
     return found
 
 
-def sweep() -> None:
-    """Once per process: unmount the quotas of workers that died without cleaning up."""
+def sweep(*, again: bool = False) -> None:
+    """Once per process (and `again` on its way out): unmount the quotas of workers that
+    died without cleaning up."""
     global _swept
-    if _swept or not privilege.worker_is_root():
+    if (_swept and not again) or not privilege.worker_is_root():
         return
     _swept = True
     with contextlib.suppress(OSError):

@@ -359,6 +359,7 @@ class _Keeper:
         self.making: Shape | None = None
         self.trash: list[Sandbox] = []
         self.thread: threading.Thread | None = None
+        self.swept: set[Path] = set()  # folders swept when the first spare was made there
 
     def take(self, shape: Shape) -> Sandbox | None:
         """The spare if it has this shape and is alive (waiting for one of this shape that
@@ -405,8 +406,16 @@ class _Keeper:
             while self.making is not None:
                 self.cond.wait(1)
             spare, self.spare = self.spare, None
+            folders = sorted(f for f in self.swept if f.is_dir())
+            self.swept.intersection_update(folders)
         if spare is not None:
             spare.discard()
+        # Again on the way out: the pool processes of a worker killed with SIGKILL may
+        # outlive it for a while, so the first sweep of the next worker still saw them alive.
+        if folders:
+            quota.sweep(again=True)
+        for folder in folders:
+            _sweep(folder, quotas=False)
 
     def after_fork_in_child(self) -> None:
         """A forked child must not hold the spare's pipes: its harness would never see the
@@ -442,7 +451,6 @@ class _Keeper:
                 self.cond.wait(timeout)
 
     def _loop(self) -> None:
-        swept: set[Path] = set()
         while True:
             trash, shape = self._next_job()
             for box in trash:
@@ -452,8 +460,10 @@ class _Keeper:
                 root = shape.folder / f"{PREFIX}{_owner()}-{uuid.uuid4().hex}"
                 try:
                     shape.folder.mkdir(parents=True, exist_ok=True)
-                    if shape.folder not in swept:
-                        swept.add(shape.folder)
+                    with self.cond:
+                        first = shape.folder not in self.swept
+                        self.swept.add(shape.folder)
+                    if first:
                         _sweep(shape.folder)
                     made = Sandbox.start(shape, root, base_env(), wait_ready=True)
                 except Exception:
@@ -489,11 +499,12 @@ def _owner_is_dead(name: str) -> bool:
     return False
 
 
-def _sweep(folder: Path) -> None:
+def _sweep(folder: Path, *, quotas: bool = True) -> None:
     """Remove spare directories of processes that died without discarding them: their
     owner is gone, or (another host's, or a pid reused) they are older than a live spare
     ever is (SPARE_IDLE_SECONDS)."""
-    quota.sweep()  # their disk quotas first: a mount point cannot be removed
+    if quotas:
+        quota.sweep()  # their disk quotas first: a mount point cannot be removed
     cutoff = time.time() - 2 * SPARE_IDLE_SECONDS
     for path in folder.glob(f"{PREFIX}*"):
         with contextlib.suppress(OSError):
