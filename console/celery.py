@@ -2,8 +2,12 @@ import logging
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from celery import Celery, bootsteps, signals
+
+if TYPE_CHECKING:
+    from celery.worker import WorkController
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -48,10 +52,10 @@ class WarmStripCache(bootsteps.StartStopStep):
 
     requires = {"celery.worker.components:Pool"}
 
-    def __init__(self, worker, **kwargs) -> None:
+    def __init__(self, worker: "WorkController", **kwargs: object) -> None:
         self.thread: threading.Thread | None = None
 
-    def start(self, worker) -> None:
+    def start(self, worker: "WorkController") -> None:
         self.thread = threading.Thread(
             target=warm_strip_cache, name="warm-strip-cache", daemon=True
         )

@@ -128,8 +128,9 @@ def test_it_never_raises_for_a_tool_or_a_missing_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache = new_cache(tmp_path)
-    odd = {"index.ts": b"\xff\xfe not utf-8: number", "package.json": b"\x00\x01"}
-    assert tsstrip.warm([odd, {}], cache) == 0
+    not_utf8 = {"index.ts": b"export const x: number = 1; // \xff\xfe\n"}
+    odd_package = {"index.ts": b"export const y: number = 1;\n", "package.json": b"\x00\x01"}
+    assert tsstrip.warm([not_utf8, odd_package, {}], cache) == 1  # odd_package: left to Node
     gone = tmp_path / "gone"
     assert tsstrip.warm([{"index.ts": b"export const x: number = 1;\n"}], gone) == 0
 

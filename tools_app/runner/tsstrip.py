@@ -16,6 +16,9 @@ Stripping runs no tool code: strip.mjs only rewrites and parses text, in a Node 
 with --permission (no file system, no child processes). A file it cannot strip (a syntax
 error, TypeScript that needs a transform, CommonJS, a format it cannot be sure of) gets
 no entry: Node strips it in the sandbox as before and reports its errors as it always did.
+
+A worker warms the cache when it starts (warm(), from tools' files in memory, under the
+keys prepare() computes from the same files on disk: one set of rules decides both).
 """
 
 from __future__ import annotations
