@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -217,12 +218,19 @@ def test_it_warms_the_published_versions_of_enabled_typescript_tools(
 
 @pytest.mark.django_db
 def test_it_warms_at_most_the_recently_changed_versions(
-    settings, bwrap: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, settings, bwrap: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runs, "WARM_VERSIONS", 2)
-    for i in range(3):
-        save(f"ts{i}", ts_files(f"ts{i}", i))
-    assert runs.warm_strip_cache() == 2
+    monkeypatch.setattr(runs, "WARM_VERSIONS", 4)
+    monkeypatch.setattr(runs, "WARM_CHUNK", 3)  # the versions' files, 3 at a time
+    versions = {f"ts{i}": ts_files(f"ts{i}", i) for i in range(5)}
+    for age, (name, files) in enumerate(versions.items()):
+        tool = save(name, files)
+        Tool.objects.filter(pk=tool.pk).update(updated_at=tool.updated_at - timedelta(hours=age))
+    assert runs.warm_strip_cache() == 4
+    cache = worker_cache(settings)
+    assert strip_needed(tmp_path, versions["ts4"], cache) != []  # the least recently changed
+    for name in ("ts0", "ts1", "ts2", "ts3"):
+        assert strip_needed(tmp_path, versions[name], cache) == []
 
 
 @pytest.mark.django_db
