@@ -1,8 +1,17 @@
+import logging
 import os
+import threading
+import time
+from typing import TYPE_CHECKING
 
 from celery import Celery, bootsteps, signals
 
+if TYPE_CHECKING:
+    from celery.worker import WorkController
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+logger = logging.getLogger("console.celery")
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -34,6 +43,46 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(WorkerHeartbeat)
+
+
+class WarmStripCache(bootsteps.StartStopStep):
+    """Strip the TypeScript tools' types once the pool is up (runs.warm_strip_cache), so
+    no pool process pays for it in its first run of a tool; from a thread of the main
+    process, so the worker's start waits for nothing."""
+
+    requires = {"celery.worker.components:Pool"}
+
+    def __init__(self, worker: "WorkController", **kwargs: object) -> None:
+        self.thread: threading.Thread | None = None
+
+    def start(self, worker: "WorkController") -> None:
+        self.thread = threading.Thread(
+            target=warm_strip_cache, name="warm-strip-cache", daemon=True
+        )
+        self.thread.start()
+
+
+def warm_strip_cache() -> None:
+    """runs.warm_strip_cache, logged: a failure only costs the first runs their strip."""
+    from django.db import connections
+
+    from tools_app import runs
+    from tools_app.heartbeat import holding_forks
+
+    started = time.monotonic()
+    try:
+        stripped = runs.warm_strip_cache()
+    except Exception:
+        logger.exception("could not warm the TypeScript strip cache")
+    else:
+        ms = (time.monotonic() - started) * 1000
+        logger.info("TypeScript strip cache warmed: %d files stripped in %.0f ms", stripped, ms)
+    finally:
+        with holding_forks():
+            connections.close_all()  # this thread's
+
+
+app.steps["worker"].add(WarmStripCache)
 
 
 @signals.task_prerun.connect

@@ -7,9 +7,11 @@ deletes its row, one that dies leaves a row that simply grows old."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections
@@ -33,6 +35,13 @@ os.register_at_fork(
     after_in_parent=lambda: _fork_guard.release(),
     after_in_child=_reset_guard_in_child,
 )
+
+
+@contextlib.contextmanager
+def holding_forks() -> Iterator[None]:
+    """For another thread of the worker's main process that uses the database."""
+    with _fork_guard:
+        yield
 
 
 class Beater:

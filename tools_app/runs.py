@@ -30,7 +30,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -58,9 +58,10 @@ from tools_app import (
 )
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
-from tools_app.models import Run, RunArtifact, RunUpdate, ToolVersion
+from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
-from tools_app.runner import teardown
+from tools_app.models.tools import Language, decode_files
+from tools_app.runner import standby, teardown, tsstrip
 from tools_app.toolmd import Manifest
 
 logger = logging.getLogger("tools_app.runs")
@@ -71,6 +72,9 @@ MASK = "••••••"
 CANCEL_POLL_SECONDS = 0.25
 # Label under which a sensitive input's value is redacted from everything stored.
 SENSITIVE_LABEL = "{{{{input.{name}}}}}"
+# At most this many tools' versions are stripped when a worker starts (warm_strip_cache).
+WARM_VERSIONS = 500
+WARM_CHUNK = 50
 
 STATUS_OF_OUTCOME = {
     "succeeded": RunStatus.SUCCEEDED,
@@ -294,6 +298,36 @@ def execute_run(
 
 def work_dir(run: Run) -> Path:
     return Path(settings.RUNS_WORK_PATH) / str(run.pk)
+
+
+def warm_strip_cache() -> int:
+    """Strip the types of what TypeScript runs use unless they name a version (the
+    published versions of enabled tools) into the worker's cache (runner/tsstrip.py), so
+    a pool process's first run of each finds them stripped; how many files got
+    JavaScript. Nothing when runs do not use the cache (no bubblewrap: no standby
+    sandbox) or it is unusable."""
+    if "typescript" not in standby.LANGUAGES or runner.isolation_level()[0] != "bwrap":
+        return 0
+    cache = tsstrip.cache_dir(Path(settings.RUNS_WORK_PATH))
+    if cache is None:
+        return 0
+    return tsstrip.warm(_warm_versions(), cache)
+
+
+def _warm_versions() -> Iterator[dict[str, bytes]]:
+    """The files of the versions warm_strip_cache strips, most recently changed tools
+    first, WARM_CHUNK versions per query: a tool may hold MAX_TOOL_BYTES."""
+    from tools_app.heartbeat import holding_forks
+
+    tools = Tool.objects.published().filter(language=Language.TYPESCRIPT)
+    ids = tools.order_by("-updated_at").values_list("published_version_id", flat=True)
+    with holding_forks():  # called in the worker's main process, which forks the pool
+        found = list(ids[:WARM_VERSIONS])
+    for start in range(0, len(found), WARM_CHUNK):
+        chunk = ToolVersion.objects.filter(pk__in=found[start : start + WARM_CHUNK])
+        with holding_forks():
+            versions = list(chunk.values_list("files", flat=True))
+        yield from (decode_files(files) for files in versions)
 
 
 def _execute(
