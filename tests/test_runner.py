@@ -138,6 +138,32 @@ def test_it_keeps_all_a_tool_printed_just_before_it_returned(tmp_path: Path, lan
     assert outcome.stderr_tail.endswith("the last line\n")
 
 
+@pytest.mark.parametrize(
+    "printing",
+    [
+        'console.log("x".repeat(1 << 20)); console.log("the last line");',
+        'console.error("x".repeat(1 << 20)); console.error("the last line");',
+        # The property's own getter, called directly: still noted.
+        'const { get } = Object.getOwnPropertyDescriptor(process, "stdout");'
+        ' const out = get.call(process); out.write("x".repeat(1 << 20) + "\\n");'
+        ' out.write("the last line\\n");',
+    ],
+    ids=["console.log", "console.error", "the getter"],
+)
+def test_it_flushes_whichever_stream_a_tool_printed_to(tmp_path: Path, printing: str) -> None:
+    """The harness flushes only the streams that were used (making one costs ~2.5 ms):
+    the ways a tool reaches them must all count as used."""
+    source = (
+        "export async function execute() {\n"
+        f"  {printing}\n"
+        '  return { content: [{ type: "text", text: "done" }] };\n'
+        "}\n"
+    )
+    outcome = run_tool(tmp_path, "javascript", source)
+    assert (outcome.status, texts(outcome), outcome.exit_code) == (SUCCEEDED, "done", 0)
+    assert outcome.stderr_tail.endswith("the last line\n")
+
+
 def test_it_runs_a_javascript_tool(tmp_path: Path) -> None:
     outcome = run_tool(
         tmp_path,

@@ -118,6 +118,22 @@ function clip(content, maxBytes) {
   return { content: clipped, truncated: size > maxBytes, size };
 }
 
+// process.stdout and process.stderr are made on first use (a pipe's stream costs ~2.5 ms
+// of CPU): note which ones the tool or the harness used, so that finish() flushes only those.
+const opened = [];
+for (const name of ["stdout", "stderr"]) {
+  const { get } = Object.getOwnPropertyDescriptor(process, name);
+  Object.defineProperty(process, name, {
+    configurable: true,
+    enumerable: true,
+    get() {
+      const stream = get.call(process);
+      if (!opened.includes(stream)) opened.push(stream);
+      return stream;
+    },
+  });
+}
+
 function drained(stream) {
   return new Promise((resolve) => {
     if (!stream.writableLength) resolve();
@@ -132,7 +148,7 @@ async function finish(content, isError) {
   if (finished) return;
   finished = true;
   const clipped = clip(content, config.maxResultBytes);
-  const flushed = Promise.all([drained(process.stdout), drained(process.stderr)]);
+  const flushed = Promise.all(opened.map(drained));
   await Promise.race([flushed, new Promise((resolve) => setTimeout(resolve, 1000))]);
   send({ type: "result", isError, ...clipped });
   process.exit(0);
