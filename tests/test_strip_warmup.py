@@ -19,6 +19,7 @@ from worker_fixtures import CeleryWorker, worker_database_url
 
 from console import celery as console_celery
 from tests.conftest import require, toolmd_text
+from tests.test_bundle import write
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run, Tool
@@ -70,13 +71,6 @@ def node_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[bytes]]:
     return calls
 
 
-def write_tool(folder: Path, files: dict[str, bytes]) -> Path:
-    for name, data in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(data)
-    return folder
-
-
 def new_cache(tmp_path: Path) -> Path:
     cache = tmp_path / uuid.uuid4().hex[:8]
     cache.mkdir(mode=0o700)
@@ -91,7 +85,7 @@ def test_it_strips_in_memory_what_prepare_then_finds_on_disk(
     assert len(node_calls) == 1  # one Node for the whole warm-up
     assert len(list(cache.iterdir())) == len(STRIPPED)  # nothing for the skipped files
     node_calls.clear()
-    entries = tsstrip.prepare(write_tool(tmp_path / "tool", TOOL_FILES), cache)
+    entries = tsstrip.prepare(write(tmp_path / "tool", TOOL_FILES), cache)
     assert node_calls == []  # every key prepare() computes was warmed
     assert {str(path) for path in entries} == STRIPPED
     assert sorted(p.name for p in cache.iterdir()) == sorted(p.name for p in entries.values())
@@ -121,7 +115,7 @@ def test_it_leaves_a_syntax_error_a_no_entry_marker(
     assert tsstrip.warm([broken], cache) == 0
     assert [p.suffix for p in cache.iterdir()] == [tsstrip.NO_ENTRY]
     node_calls.clear()
-    assert tsstrip.prepare(write_tool(tmp_path / "tool", broken), cache) == {}
+    assert tsstrip.prepare(write(tmp_path / "tool", broken), cache) == {}
     assert node_calls == []  # the marker answers: Node is not asked again
 
 
@@ -174,7 +168,7 @@ def strip_needed(tmp_path: Path, files: dict[str, bytes], cache: Path) -> list[b
         asked.extend(source for source, _ in missing.values())
         return 0
 
-    folder = write_tool(tmp_path / uuid.uuid4().hex[:8], files)
+    folder = write(tmp_path / uuid.uuid4().hex[:8], files)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tsstrip, "_strip", record)
         tsstrip.prepare(folder, cache)
@@ -298,7 +292,7 @@ def test_a_starting_worker_strips_its_typescript_tools_before_any_run(
     save("warm", files)
     expected = {
         p.name
-        for p in tsstrip.prepare(write_tool(tmp_path / "tool", files), new_cache(tmp_path)).values()
+        for p in tsstrip.prepare(write(tmp_path / "tool", files), new_cache(tmp_path)).values()
     }
     assert len(expected) == 1
     worker = started_worker()

@@ -46,7 +46,7 @@ FORMAT_VERSION = "1"  # change when strip.mjs's output for a source may change
 STRIP_SECONDS = 30.0
 MAX_SOURCE_BYTES = 4 << 20  # larger files are left to Node
 SKIPPED_FOLDER = "node_modules"  # Node never strips there
-WARM_BATCH_BYTES = 8 << 20  # sources per Node call at warm-up (STRIP_SECONDS bounds each)
+WARM_BATCH_BYTES = 8 << 20  # sources per Node call at warm-up, about (STRIP_SECONDS bounds each)
 NO_ENTRY = ".none"  # marks a source that strip.mjs left to Node (not asked again)
 # Entries unused this long are removed (once per process and folder): every saved version
 # adds one, and nothing else would ever remove them. A use refreshes an entry's mtime
@@ -219,16 +219,14 @@ def warm(tools: Iterable[Mapping[str, bytes]], cache: Path) -> int:
     try:
         node = sandbox.node_executable()
         identity = _node_identity(node)
-        missing: dict[str, tuple[bytes, bool | None]] = {}
-        for files in tools:
-            missing |= _missing(cache, identity, _sources_in_memory(files))[1]
         stripped, batch, size = 0, {}, 0
-        for key, (source, hint) in missing.items():
-            if batch and size + len(source) > WARM_BATCH_BYTES:
+        for files in tools:  # a batch is stripped once full: only it stays in memory
+            found = _missing(cache, identity, _sources_in_memory(files))[1]
+            batch |= found
+            size += sum(len(source) for source, _ in found.values())
+            if size > WARM_BATCH_BYTES:
                 stripped += _strip(node, cache, batch)
                 batch, size = {}, 0
-            batch[key] = (source, hint)
-            size += len(source)
         if batch:
             stripped += _strip(node, cache, batch)
         return stripped
