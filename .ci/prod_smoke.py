@@ -15,6 +15,7 @@ Run with the project's virtualenv: .venv/bin/python .ci/prod_smoke.py (needs Pos
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import http.cookies
 import os
 import re
@@ -38,6 +39,7 @@ BIN = Path(sys.executable).parent
 PG_ADMIN = os.environ.get("SMOKE_PG_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_DB = int(os.environ.get("SMOKE_REDIS_DB", "13"))  # the tests use 15, bench/ 14
 LOST_AFTER = 6
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 SLEEPY_TOOL = """\
 ---
@@ -110,7 +112,9 @@ class Topology:
         self.seen: set[tuple[int, str]] = set()
 
     def snapshot(self) -> None:
-        self.seen |= descendants({proc.pid for proc in self.procs.values()})
+        # Our own pid too: orphans of a killed worker are reparented to us (subreaper).
+        roots = {proc.pid for proc in self.procs.values()} | {os.getpid()}
+        self.seen |= {seen for seen in descendants(roots) if seen[0] != os.getpid()}
 
     def env_of(self, role: str) -> dict[str, str]:
         state = self.work / f"state-{role}"
@@ -167,19 +171,43 @@ class Topology:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         time.sleep(1)  # children of a group leader that exited take a moment
+        reap_orphans()
         left = []
         for role, proc in self.procs.items():
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
+            if not _group_runs(proc.pid):
                 continue
             left.append(role)
             os.killpg(proc.pid, signal.SIGKILL)
         for pid, started in self.seen:
-            if _start_time(pid) == started:
-                left.append(f"pid {pid} ({_cmdline(pid)[:80]})")
+            fields = _stat(pid)
+            if fields and fields[19] == started and fields[0] != "Z":
+                left.append(f"pid {pid} ({fields[0]}, parent {fields[1]}: {_cmdline(pid)[:80]})")
                 os.kill(pid, signal.SIGKILL)
         return left
+
+
+def become_subreaper() -> None:
+    """Have the orphans of what we start reparented to us rather than to PID 1, so that
+    we reap them: an exited orphan waiting on a slow (or absent) init is a zombie, which
+    has exited and holds nothing, but looks like a process left behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def reap_orphans() -> None:
+    """Collect every child of ours that has exited (Popen's own are waited already)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group `pgid` is still running (not merely a zombie)."""
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return any(
+        (fields := _stat(pid)) and int(fields[2]) == pgid and fields[0] != "Z" for pid in pids
+    )
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -188,11 +216,6 @@ def _stat(pid: int) -> list[str] | None:
     except OSError:
         return None
     return raw[raw.rindex(")") + 2 :].split()  # fields from state on; comm may hold spaces
-
-
-def _start_time(pid: int) -> str | None:
-    fields = _stat(pid)
-    return fields[19] if fields else None
 
 
 def _cmdline(pid: int) -> str:
@@ -411,6 +434,7 @@ def _answers(base: str) -> bool:
 
 
 def main() -> int:
+    become_subreaper()
     work = Path(tempfile.mkdtemp(prefix="prod-smoke-"))
     topo = Topology(work)
     ok = False
