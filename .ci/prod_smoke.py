@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import http.cookies
 import os
 import re
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -170,20 +172,28 @@ class Topology:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        time.sleep(1)  # children of a group leader that exited take a moment
+        # Children of a group leader that exited, and processes torn down with a killed
+        # sandbox (whose cmdline is already empty), take a moment to be gone.
+        settle = time.monotonic() + 10
+        while (running := self.running()) and time.monotonic() < settle:
+            time.sleep(0.1)
+        for kill in running.values():
+            kill()
+        return list(running)
+
+    def running(self) -> dict[str, Callable[[], None]]:
+        """What still runs (a zombie has exited), each with a way to kill it."""
         reap_orphans()
-        left = []
+        found = {}
         for role, proc in self.procs.items():
-            if not _group_runs(proc.pid):
-                continue
-            left.append(role)
-            os.killpg(proc.pid, signal.SIGKILL)
+            if _group_runs(proc.pid):
+                found[role] = functools.partial(os.killpg, proc.pid, signal.SIGKILL)
         for pid, started in self.seen:
             fields = _stat(pid)
             if fields and fields[19] == started and fields[0] != "Z":
-                left.append(f"pid {pid} ({fields[0]}, parent {fields[1]}: {_cmdline(pid)[:80]})")
-                os.kill(pid, signal.SIGKILL)
-        return left
+                what = f"pid {pid} ({fields[0]}, parent {fields[1]}: {_cmdline(pid)[:80]})"
+                found[what] = functools.partial(os.kill, pid, signal.SIGKILL)
+        return found
 
 
 def become_subreaper() -> None:
