@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connections
 from django.test import Client
 
 from tests.conftest import in_ci, require  # noqa: F401  (re-exported)
@@ -59,6 +60,11 @@ def chromium() -> Iterator:
                 yield browser
             finally:
                 browser.close()
+                # While Playwright's loop counts as running, Django keeps this thread's
+                # connections in a context variable instead of the thread's own storage;
+                # close those here, or they stay open (and block dropping the test
+                # database) once the loop is gone and Django looks elsewhere.
+                connections.close_all()
     finally:
         if previous is None:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
