@@ -184,13 +184,14 @@ class Topology:
     def running(self) -> dict[str, Callable[[], None]]:
         """What still runs (a zombie has exited), each with a way to kill it."""
         reap_orphans()
+        live = {pid: fields for pid, fields in _processes().items() if fields[0] != "Z"}
+        groups = {int(fields[2]) for fields in live.values()}
         found = {}
         for role, proc in self.procs.items():
-            if _group_runs(proc.pid):
+            if proc.pid in groups:
                 found[role] = functools.partial(os.killpg, proc.pid, signal.SIGKILL)
         for pid, started in self.seen:
-            fields = _stat(pid)
-            if fields and fields[19] == started and fields[0] != "Z":
+            if (fields := live.get(pid)) and fields[19] == started:
                 what = f"pid {pid} ({fields[0]}, parent {fields[1]}: {_cmdline(pid)[:80]})"
                 found[what] = functools.partial(os.kill, pid, signal.SIGKILL)
         return found
@@ -212,20 +213,18 @@ def reap_orphans() -> None:
             pass
 
 
-def _group_runs(pgid: int) -> bool:
-    """Whether a process of group `pgid` is still running (not merely a zombie)."""
-    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
-    return any(
-        (fields := _stat(pid)) and int(fields[2]) == pgid and fields[0] != "Z" for pid in pids
-    )
-
-
 def _stat(pid: int) -> list[str] | None:
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     return raw[raw.rindex(")") + 2 :].split()  # fields from state on; comm may hold spaces
+
+
+def _processes() -> dict[int, list[str]]:
+    """The stat fields (from state on) of every process, read once."""
+    pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return {pid: fields for pid in pids if (fields := _stat(pid))}
 
 
 def _cmdline(pid: int) -> str:
@@ -237,10 +236,7 @@ def _cmdline(pid: int) -> str:
 
 def descendants(roots: set[int]) -> set[tuple[int, str]]:
     """(pid, start time) of every live process below `roots`, the roots included."""
-    parent = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := _stat(int(entry.name))):
-            parent[int(entry.name)] = (int(fields[1]), fields[19])
+    parent = {pid: (int(fields[1]), fields[19]) for pid, fields in _processes().items()}
     found, changed = set(roots), True
     while changed:
         new = {pid for pid, (ppid, _) in parent.items() if ppid in found} - found
