@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from django.utils.safestring import SafeString
+
 from tests.conftest import tool_files
 from tools_app import diff
 from tools_app.audit import Actor
+from tools_app.rendering import MAX_HIGHLIGHT_CHARS
 from tools_app.versions import save_version
 
 
@@ -52,6 +55,14 @@ def test_lines_are_highlighted_and_escaped():
     assert "&lt;script&gt;" in html[0] and "<script>" not in html[0]
     assert '<span class="kd">const</span>' in html[0]
     assert '<span class="mf">1</span>' in html[1]
+
+
+def test_a_file_too_long_to_highlight_is_still_escaped():
+    text = '"<script>alert(1)</script>";\n' + "x" * (MAX_HIGHLIGHT_CHARS + 1) + "\n"
+    html = diff.highlight_lines(text, "index.ts")
+    assert len(html) == 2
+    assert html[0] == "&quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;;"
+    assert isinstance(html[0], SafeString)
 
 
 def test_a_multi_line_token_is_closed_on_every_line():
