@@ -140,3 +140,105 @@ def test_the_registry_refuses_a_bad_strict(query, message):
     response = agent_client("registry:read").get("/api/v1/registry", query)
     assert response.status_code == 422
     assert message in response.json()["detail"][0]["msg"]
+
+
+def strict_problems(schema: dict, where: str = "parameters") -> list[str]:
+    """What OpenAI's strict mode would refuse in `schema`: a node without a type, an
+    object whose keys are open or not all required, or a keyword it does not take."""
+    problems = []
+    if "type" not in schema and "enum" not in schema:
+        problems.append(f"{where}: no type")
+    problems += [f"{where}: {key}" for key in schema if key in NOT_STRICT_KEYWORDS]
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "object" in types:
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{where}: additionalProperties is not false")
+        if sorted(schema.get("required", [])) != sorted(schema.get("properties", {})):
+            problems.append(f"{where}: not every property is required")
+        for name, child in schema.get("properties", {}).items():
+            problems += strict_problems(child, f"{where}.{name}")
+    if "array" in types:
+        problems += strict_problems(schema["items"], f"{where}[]")
+    return problems
+
+
+NOT_STRICT_KEYWORDS = {"default", "writeOnly", "contentEncoding", "minLength", "maxLength"}
+
+
+def test_the_strict_checker_sees_what_strict_mode_refuses():
+    assert strict_problems({"type": "object", "properties": {"a": {}}, "required": ["a"]}) == [
+        "parameters: additionalProperties is not false",
+        "parameters.a: no type",
+    ]
+
+
+def test_strict_makes_a_file_input_strict_all_the_way_down(manifest):
+    """A file is an object inside the params: its optional mime_type becomes required and
+    nullable, and the keywords strict mode refuses go."""
+    file_toolmd = TOOLMD.replace(
+        "inputs:\n", "inputs:\n  photo:\n    type: file\n    description: A photo.\n", 1
+    )
+    result = parse_toolmd(file_toolmd, "lookup/TOOL.md", "lookup")
+    assert result.manifest is not None, result.problems
+
+    schema = strict_schema(result.manifest)
+
+    assert schema is not None and strict_problems(schema) == []
+    photo = schema["properties"]["photo"]
+    assert photo["properties"]["mime_type"]["type"] == ["string", "null"]
+
+
+def test_strict_states_defaults_as_json():
+    result = parse_toolmd(TOOLMD, "lookup/TOOL.md", "lookup")
+    assert result.manifest is not None
+    descriptions = [p["description"] for p in strict_schema(result.manifest)["properties"].values()]
+    assert any(d.endswith("Default: false.") for d in descriptions), descriptions
+    assert not any("Default: False" in d or "Default: None" in d for d in descriptions)
+
+
+def test_a_tool_with_a_json_input_is_served_without_strict():
+    """Strict mode cannot describe "any JSON value" (an object's keys must be listed): the
+    tool is served as a non-strict tool with its ordinary schema, not with a broken one."""
+    json_toolmd = TOOLMD.replace(
+        "inputs:\n",
+        "inputs:\n  extra:\n    type: json\n    description: Anything.\n    optional: true\n",
+        1,
+    )
+    result = parse_toolmd(json_toolmd, "lookup/TOOL.md", "lookup")
+    assert result.manifest is not None, result.problems
+
+    chat = tool_entry(result.manifest, fmt="openai", strict=True)
+    responses = tool_entry(result.manifest, fmt="openai-responses", strict=True)
+
+    assert "strict" not in chat["function"] and responses["strict"] is False
+    assert "extra" in responses["parameters"]["properties"]
+    check_typed(responses, FunctionToolParam)
+
+
+@pytest.mark.django_db
+def test_every_seed_tool_is_served_in_every_format_and_flag():
+    """The seed catalog as a fresh install has it (apify_run_actor has an optional json
+    input, which once answered 500 under strict): every format, strict or not."""
+    from agent_api import agent_client, reset_api_caches
+
+    from tests.conftest import REPO
+    from tools_app.sync import sync_tools
+
+    reset_api_caches()
+    sync_tools(REPO / "seed" / "tools")
+    client = agent_client("registry:read")
+    combinations = [(fmt, "false") for fmt in ("native", "anthropic", "mcp")]
+    combinations += [(fmt, flag) for fmt in ("openai", "openai-responses") for flag in ("0", "1")]
+    served = 0
+    for fmt, flag in combinations:
+        response = client.get("/api/v1/registry", {"format": fmt, "strict": flag})
+        assert response.status_code == 200, (fmt, flag, response.content[:300])
+        for entry in response.json()["tools"]:
+            served += 1
+            function = entry.get("function", entry)
+            if function.get("strict"):
+                assert strict_problems(function["parameters"]) == [], function["name"]
+            if fmt in SDK_TYPES:
+                check_typed(entry, SDK_TYPES[fmt])
+    assert served >= len(combinations) * 6

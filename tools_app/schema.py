@@ -15,13 +15,16 @@ refuse fields they do not know.
 
 `strict=True` (the openai formats only) makes the schema fit OpenAI's strict mode: every
 property required, optional ones nullable (`null` means "not given": validate_params drops
-it), `additionalProperties: false`, and no `default`/`writeOnly` (strict mode refuses them;
-the default is stated in the description instead).
+it), `additionalProperties: false` on every object, and none of the keywords strict mode
+refuses (`default`, `writeOnly`, `contentEncoding`, `minLength`, `maxLength`; the default is
+stated in the description, in JSON). A tool with a `json` input (any JSON value) cannot be
+described in strict mode; it is served with `strict: false` and its ordinary schema.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from typing import Any
 
@@ -120,22 +123,47 @@ def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "$schema"}
 
 
-def strict_schema(manifest: Manifest) -> dict[str, Any]:
-    """The input schema in OpenAI's strict form (see the module docstring)."""
+# Keywords OpenAI's strict mode refuses; `default` moves into the description instead.
+_NOT_STRICT = ("default", "writeOnly", "contentEncoding", "minLength", "maxLength")
+
+
+def _strict_property(prop: dict[str, Any], *, nullable: bool) -> dict[str, Any]:
+    """One property in strict form: objects list every property as required (the ones
+    their schema leaves optional become nullable), and no refused keyword anywhere."""
+    prop = {key: value for key, value in prop.items() if key not in _NOT_STRICT}
+    if prop.get("type") == "object":
+        required = set(prop.get("required", ()))
+        prop["properties"] = {
+            name: _strict_property(child, nullable=name not in required)
+            for name, child in prop["properties"].items()
+        }
+        prop["required"] = list(prop["properties"])
+        prop["additionalProperties"] = False
+    if prop.get("type") == "array":
+        prop["items"] = _strict_property(prop["items"], nullable=False)
+    if nullable:
+        prop["type"] = [prop["type"], "null"]
+        if "enum" in prop:
+            prop["enum"] = [*prop["enum"], None]
+    return prop
+
+
+def strict_schema(manifest: Manifest) -> dict[str, Any] | None:
+    """The input schema in OpenAI's strict form (see the module docstring), or None when
+    strict mode cannot describe it: a `json` input takes any JSON value, and strict mode
+    has no schema for an object whose keys are not listed."""
     properties = {}
     for name, spec in manifest.inputs.items():
         if not spec.model_visible:  # a model never fills user-only or hidden inputs
             continue
+        if spec.type == "json":
+            return None
         prop = _property(spec)
-        prop.pop("writeOnly", None)
         if "default" in prop:
-            default = prop.pop("default")
-            prop["description"] = f"{prop['description']} Default: {default!r}.".strip()
-        if spec.optional:
-            prop["type"] = [prop["type"], "null"]
-            if "enum" in prop:
-                prop["enum"] = [*prop["enum"], None]
-        properties[name] = prop
+            # JSON's spelling (false, null, ["a"]), the one a model reads in the schema.
+            default = json.dumps(prop["default"], ensure_ascii=False)
+            prop["description"] = f"{prop['description']} Default: {default}.".strip()
+        properties[name] = _strict_property(prop, nullable=spec.optional)
     return {
         "type": "object",
         "properties": properties,
@@ -154,7 +182,11 @@ def tool_entry(
         raise ValueError(f"strict applies to the {' and '.join(STRICT_FORMATS)} formats only")
     schema = input_schema(manifest, for_model=fmt != "native")
     outputs = output_schema(manifest)
-    parameters = strict_schema(manifest) if strict else _without_dialect(schema)
+    strict_parameters = strict_schema(manifest) if strict else None
+    # A tool strict mode cannot describe is served as a non-strict tool (OpenAI takes the
+    # two side by side) rather than with a schema the API would refuse.
+    strict = strict_parameters is not None
+    parameters = strict_parameters or _without_dialect(schema)
     if fmt == "native":
         more = {"kind": "http", "output_schema": outputs} if manifest.kind == "http" else {}
         return {
