@@ -160,6 +160,7 @@ PAGES = [
     Page("docs", "/docs/"),
     Page("docs-page", "/docs/tool-format/"),
     Page("system", "/system/", viewer=False),
+    Page("audit", "/audit/", viewer=False),
     Page("forbidden", "/tokens/", viewer=True),
     Page("not-found", "/no/such/page/"),
     Page("login", "/accounts/login/", logged_in=False),

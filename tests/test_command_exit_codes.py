@@ -60,6 +60,9 @@ def write_tool(folder: Path, name: str, text: str | None = None) -> Path:
     return folder / name
 
 
+CREATE_ANN = "from django.contrib.auth.models import User; User.objects.create_user('ann')"
+
+
 def test_every_readme_command_exits_as_the_readme_says(tmp_path):
     good, bad, empty = tmp_path / "good", tmp_path / "bad", tmp_path / "empty"
     write_tool(good, "greet")
@@ -113,6 +116,13 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
         (["import_openapi"], 2, "the following arguments are required: FILE_OR_URL"),
         (["import_openapi", nope], 2, f"{nope}: no such file"),
         (["import_openapi", str(not_openapi)], 1, ""),
+        # grant_role USER ROLE
+        (["grant_role", "ann"], 2, "the following arguments are required: ROLE"),
+        (["grant_role", "ann", "root"], 2, "unknown role 'root'"),
+        (["grant_role", "ann", "auditor"], 1, "no user 'ann'"),
+        (["shell", "-c", CREATE_ANN], 0, ""),
+        (["grant_role", "ann", "auditor"], 0, "ann is now auditor"),
+        (["grant_role", "ann", "none"], 0, "ann is now none"),
     ]
     env = {
         **os.environ,

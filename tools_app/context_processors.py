@@ -1,6 +1,6 @@
 from django.http import HttpRequest
 
-from tools_app.roles import ADMIN, DEVELOPER, has_role
+from tools_app.roles import ADMIN, DEVELOPER, can_audit, has_role
 
 
 def console(request: HttpRequest) -> dict:
@@ -13,6 +13,7 @@ def console(request: HttpRequest) -> dict:
     return {
         "is_admin": has_role(user, ADMIN),
         "is_developer": has_role(user, DEVELOPER),
+        "can_audit": can_audit(user),
         "console_warnings": console_warnings(),
         # The nav's warning dot: one query.
         "worker_alive": worker_alive(),

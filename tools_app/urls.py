@@ -1,6 +1,7 @@
 from django.urls import path
 
 from tools_app.views import (
+    audit,
     docs,
     editor,
     home,
@@ -107,6 +108,8 @@ urlpatterns = [
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/new/", tokens.token_create, name="token_create"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),
+    # The audit log (tools_app/views/audit.py)
+    path("audit/", audit.audit_list, name="audit"),
     # Health (tools_app/views/system.py)
     path("system/", system.system, name="system"),
     path("warnings/dismiss/", system.dismiss_warnings, name="dismiss_warnings"),
