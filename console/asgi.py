@@ -25,6 +25,13 @@ from tools_app.models.tokens import Scope  # noqa: E402
 
 MCP_PATHS = ("/mcp", "/mcp/")
 MCP_SCOPES = (Scope.REGISTRY_READ, Scope.TOOLS_INVOKE)
+# What each method needs. A call needs the registry too: MCP clients list the tools to
+# check a call's result against its outputSchema, so without it the run would happen and
+# the call fail afterwards (and an agent that retries would run the tool twice).
+METHOD_SCOPES = {
+    "tools/list": (Scope.REGISTRY_READ,),
+    "tools/call": (Scope.TOOLS_INVOKE, Scope.REGISTRY_READ),
+}
 
 
 async def application(scope, receive, send) -> None:
@@ -66,18 +73,84 @@ async def mcp(scope, receive, send) -> None:
         return await refuse(send, 401, "invalid token", "the token is unknown or was revoked")
     if not any(token.has_scope(s) for s in MCP_SCOPES):
         return await refuse(
-            send, 403, "missing scope", "MCP needs 'registry:read' or 'tools:invoke'"
+            send,
+            403,
+            "insufficient_scope",
+            "MCP needs 'registry:read' (to list tools) and 'tools:invoke' (to call them)",
+            scopes=MCP_SCOPES,
         )
+    if scope["method"] == "POST":
+        body, messages = await read_body(receive)
+        receive = replay(messages, receive)
+        needed = scopes_needed(body)
+        missing = [s for s in needed if not token.has_scope(s)]
+        if missing:
+            names = " and ".join(f"'{s}'" for s in missing)
+            return await refuse(
+                send,
+                403,
+                "insufficient_scope",
+                f"this token lacks the {names} scope{'s' if len(missing) > 1 else ''}; "
+                f"this request needs {' and '.join(needed)}",
+                scopes=needed,
+            )
     client = scope.get("client") or (None, None)
     mcp_server.current_token.set(token)
     mcp_server.current_ip.set(client[0])
     await mcp_server.asgi_app(scope, receive, send)
 
 
-async def refuse(send, status: int, error: str, detail: str) -> None:
+async def read_body(receive) -> tuple[bytes, list[dict]]:
+    """The whole request body (the SDK reads it whole too), and the messages it came in,
+    to hand on unchanged."""
+    messages, chunks = [], []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks), messages
+
+
+def replay(messages: list[dict], receive):
+    pending = list(messages)
+
+    async def again() -> dict:
+        return pending.pop(0) if pending else await receive()
+
+    return again
+
+
+def scopes_needed(body: bytes) -> tuple[str, ...]:
+    """The scopes the JSON-RPC request (or batch) in `body` needs; none for anything the
+    SDK will refuse on its own (not JSON, no method)."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return ()
+    requests = parsed if isinstance(parsed, list) else [parsed]
+    needed: list[str] = []
+    for request in requests:
+        method = request.get("method") if isinstance(request, dict) else None
+        for scope in METHOD_SCOPES.get(method, ()) if isinstance(method, str) else ():
+            if scope not in needed:
+                needed.append(scope)
+    return tuple(needed)
+
+
+async def refuse(send, status: int, error: str, detail: str, scopes: tuple[str, ...] = ()) -> None:
     body = json.dumps({"error": error, "detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="tool-console"'))
+    if scopes:
+        # RFC 6750 section 3.1: the scopes the request needs, for a client to step up to.
+        challenge = (
+            f'Bearer realm="tool-console", error="insufficient_scope", scope="{" ".join(scopes)}"'
+        )
+        headers.append((b"www-authenticate", challenge.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

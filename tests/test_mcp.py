@@ -377,24 +377,52 @@ def test_it_says_it_sends_no_list_changed_notifications(live):
     assert not capabilities.tools.list_changed
 
 
-def test_it_refuses_a_call_without_the_invoke_scope(live, make_tool):
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def rpc(url: str, raw: str, method: str, params: dict, batch: bool = False) -> httpx.Response:
+    body: object = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {raw}"}
+    return httpx.post(f"{url}/mcp", json=[body] if batch else body, headers=headers, timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "method", "missing"),
+    [
+        # A call needs both: the SDK client lists the tools after a call to check its
+        # result, so an invoke-only token once ran the tool and then failed the call.
+        ((Scope.TOOLS_INVOKE,), "tools/call", "'registry:read'"),
+        ((Scope.REGISTRY_READ,), "tools/call", "'tools:invoke'"),
+        ((Scope.TOOLS_INVOKE,), "tools/list", "'registry:read'"),
+    ],
+)
+def test_it_checks_every_scope_a_request_needs_before_anything_runs(
+    live, make_tool, scopes, method, missing
+):
     make_tool("greet", language="python", inputs=NAME, source=PROGRESS_PY)
-    _, reader = token(Scope.REGISTRY_READ)
-    _, invoker = token(Scope.TOOLS_INVOKE)
+    _, raw = token(*scopes)
+    params = {"name": "greet", "arguments": {"name": "Ada"}} if method == "tools/call" else {}
 
-    async def refused(client, method):
-        try:
-            await method(client)
-        except MCPError as exc:
-            return exc
-        raise AssertionError("not refused")
+    for batch in (False, True):
+        response = rpc(live, raw, method, params, batch=batch)
 
-    call = mcp_call(live, reader, lambda c: refused(c, lambda c: c.call_tool("greet", {})))
-    listing = mcp_call(live, invoker, lambda c: refused(c, lambda c: c.list_tools()))
-
-    assert call.message == "this token lacks the 'tools:invoke' scope"
-    assert listing.message == "this token lacks the 'registry:read' scope"
+        assert response.status_code == 403
+        assert response.json()["error"] == "insufficient_scope"
+        assert f"lacks the {missing} scope" in response.json()["detail"]
+        challenge = response.headers["WWW-Authenticate"]
+        assert 'error="insufficient_scope"' in challenge
+        needed = "tools:invoke registry:read" if method == "tools/call" else "registry:read"
+        assert f'scope="{needed}"' in challenge
     assert not Run.objects.exists()
+
+
+def test_a_token_with_both_scopes_gets_through_the_check(live, make_tool):
+    make_tool("greet", language="python", inputs=NAME, source=PROGRESS_PY)
+    _, raw = token()
+
+    response = rpc(live, raw, "tools/list", {})
+
+    assert response.status_code == 200
 
 
 def test_it_refuses_requests_without_a_valid_token(live):
@@ -418,6 +446,9 @@ def test_it_refuses_requests_without_a_valid_token(live):
         response = post(auth)
         assert response.status_code == status, auth
         assert "error" in response.json()
+    refused = post(f"Bearer {syncer}")
+    assert refused.json()["error"] == "insufficient_scope"
+    assert 'scope="registry:read tools:invoke"' in refused.headers["WWW-Authenticate"]
 
 
 def node_binary() -> Path:
