@@ -55,3 +55,46 @@ def test_copy_button_copies_the_registry_json(page, transactional_db, make_tool)
     copied = page.evaluate("navigator.clipboard.readText()")
     assert '"name": "alpha"' in copied
     assert copied == page.locator("#registry-json").text_content()
+
+
+def test_the_filters_show_what_the_address_says_after_back_and_forward(page, transactional_db):
+    """htmx restores a page from its history cache, whose HTML has the options the fields
+    were rendered with: the form must follow the address, or the next Filter click
+    silently changes the results."""
+    from playwright.sync_api import expect
+
+    bulk_tools(3, prefix="py", language="python")
+    bulk_tools(2, prefix="sh", language="bash")
+    rows = page.locator("table.tools tbody tr")
+
+    def at(q: str, language: str):
+        return lambda url: f"q={q}&" in url and f"language={language}&" in url
+
+    page.goto("/tools/")
+    page.select_option("#id_language", "python")
+    page.wait_for_url(at("", "python"))
+    page.fill("#id_q", "py")
+    page.wait_for_url(at("py", "python"))
+    page.select_option("#id_language", "bash")
+    page.wait_for_url(at("py", "bash"))
+    assert rows.count() == 0  # "py" tools in bash: none
+
+    page.go_back()
+    page.wait_for_url(at("py", "python"))
+    expect(page.locator("#id_language")).to_have_value("python")
+    expect(page.locator("#id_q")).to_have_value("py")
+    assert rows.count() == 3
+
+    page.go_back()
+    page.wait_for_url(at("", "python"))
+    expect(page.locator("#id_q")).to_have_value("")
+    expect(page.locator("#id_language")).to_have_value("python")
+
+    page.go_forward()
+    page.wait_for_url(at("py", "python"))
+    expect(page.locator("#id_q")).to_have_value("py")
+    expect(page.locator("#id_language")).to_have_value("python")
+    # Filtering again from the restored form keeps what the page showed.
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_load_state("networkidle")
+    assert rows.count() == 3

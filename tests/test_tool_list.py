@@ -101,6 +101,19 @@ def test_it_searches_names_and_descriptions(viewer_client, make_tool):
     assert names(viewer_client.get(URL, {"q": "  "})) == ["email_db", "web_fetch", "web_search"]
 
 
+def test_it_finds_every_word_in_any_order_over_name_label_and_description(viewer_client, make_tool):
+    make_tool("web_search", description="Search the web through a SearXNG instance.")
+    make_tool("web_fetch", description="Reads one page.", extra={"label": "Page reader"})
+    make_tool("email_db", description="Searches the mail archive.")
+
+    assert names(viewer_client.get(URL, {"q": "searxng web"})) == ["web_search"]
+    assert names(viewer_client.get(URL, {"q": "web searxng"})) == ["web_search"]
+    assert names(viewer_client.get(URL, {"q": "reader page"})) == ["web_fetch"]  # the label
+    # Every word must be there: one missing word leaves a tool out.
+    assert names(viewer_client.get(URL, {"q": "searxng mail"})) == []
+    assert names(viewer_client.get(URL, {"q": "web  web"})) == ["web_fetch", "web_search"]
+
+
 def test_it_treats_like_wildcards_literally(viewer_client, make_tool):
     make_tool("alpha")
     make_tool("beta")

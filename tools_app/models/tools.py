@@ -26,10 +26,14 @@ class ToolQuerySet(models.QuerySet):
         return self.filter(enabled=True, published_version__isnull=False)
 
     def search(self, query: str) -> ToolQuerySet:
-        query = query.strip()
-        if not query:
-            return self
-        return self.filter(Q(name__icontains=query) | Q(description__icontains=query))
+        """Tools holding every word of `query`, in any order, each in the name, the label
+        or the description ("searxng web" finds web_search)."""
+        tools = self
+        for word in dict.fromkeys(query.split()):
+            tools = tools.filter(
+                Q(name__icontains=word) | Q(label__icontains=word) | Q(description__icontains=word)
+            )
+        return tools
 
     def using_integration(self, slug: str) -> ToolQuerySet:
         return self.filter(integration_slugs__contains=f",{slug},")
