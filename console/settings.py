@@ -4,11 +4,13 @@ import contextlib
 import json
 import os
 import secrets
+import zoneinfo
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from csp.constants import NONCE as CSP_NONCE
+from django.core.exceptions import ImproperlyConfigured
 
 
 def envbool(name: str, default: str) -> bool:
@@ -141,7 +143,22 @@ LOGIN_REDIRECT_URL = "index"  # the home page: first steps and status
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+
+
+def _time_zone() -> str:
+    """CONSOLE_TIME_ZONE: the zone every page shows times in (each time names it)."""
+    name = os.getenv("CONSOLE_TIME_ZONE", "UTC").strip() or "UTC"
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ImproperlyConfigured(
+            f"CONSOLE_TIME_ZONE={name!r} is not a time zone; use a name such as UTC or "
+            "Europe/Paris (IANA tz database)"
+        ) from None
+    return name
+
+
+TIME_ZONE = _time_zone()
 USE_I18N = True
 USE_TZ = True
 # ISO dates and 24-hour times wherever no explicit format is given (Django admin too).

@@ -500,7 +500,7 @@ def test_audit_times_are_24_hour(admin_client, db, superuser):
 
     page = changelist(admin_client)
     row = row_of(page, "late")
-    assert '<time datetime="2026-11-30T17:09:03+00:00">2026-11-30 17:09:03</time>' in row
+    assert '<time datetime="2026-11-30T17:09:03+00:00">2026-11-30 17:09:03 UTC</time>' in row
     assert "p.m." not in page and "a.m." not in page
     detail = admin_client.get(admin_url(AuditEvent, "change", event.pk)).content.decode()
     assert "2026-11-30 17:09" in detail and "p.m." not in detail

@@ -140,7 +140,7 @@ def test_it_shows_admins_plain_values_but_never_secrets(searxng, console_admin_c
     page = console_admin_client.get(reverse("integration", args=["searxng"])).content.decode()
     assert URL_VALUE in page
     assert SECRET not in page
-    assert re.search(r"set on \d{4}-\d\d-\d\d \d\d:\d\d by system", page)
+    assert re.search(r"set on \d{4}-\d\d-\d\d \d\d:\d\d UTC by system", page)
 
 
 def test_it_lists_types_to_create_from(console_admin_client, db):

@@ -54,7 +54,7 @@ def test_it_never_puts_a_stored_secret_in_the_edit_form(searxng, console_admin_c
     assert 'type="password"' in secret_input and "value=" not in secret_input
     assert 'autocomplete="new-password"' in secret_input
     assert not re.search(r'type="hidden"[^>]*name="secret_', html)
-    assert re.search(r"set on \d{4}-\d\d-\d\d \d\d:\d\d by ada", html)
+    assert re.search(r"set on \d{4}-\d\d-\d\d \d\d:\d\d UTC by ada", html)
     assert 'name="clear_token"' in html
 
 

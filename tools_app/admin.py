@@ -192,7 +192,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
         return format_html(
             '<time datetime="{}">{}</time>',
             moment.isoformat(),
-            moment.strftime("%Y-%m-%d %H:%M:%S"),
+            moment.strftime("%Y-%m-%d %H:%M:%S %Z"),
         )
 
     @admin.display(description="actor", ordering="actor")

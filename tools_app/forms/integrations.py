@@ -91,7 +91,7 @@ class IntegrationForm(forms.Form):
         if spec.secret:
             state = self.states.get(spec.name)
             if state is not None and state.is_set:
-                when = timezone.localtime(state.set_at).strftime("%Y-%m-%d %H:%M")
+                when = timezone.localtime(state.set_at).strftime("%Y-%m-%d %H:%M %Z")
                 status = f"set on {when} by {state.set_by or 'system'}"
                 placeholder = "•••••••• (leave empty to keep)"
             else:

@@ -41,7 +41,7 @@ class Conflict(IntegrationError):
         self.integration = integration
         self.base_revision = base_revision
         who = integration.updated_by.get_username() if integration.updated_by else "someone"
-        when = timezone.localtime(integration.updated_at).strftime("%Y-%m-%d %H:%M:%S")
+        when = timezone.localtime(integration.updated_at).strftime("%Y-%m-%d %H:%M:%S %Z")
         super().__init__(
             f"{integration.slug} was changed by {who} at {when} after you opened this form, "
             "so your changes were not saved. Your entries are kept below (secret fields must "
