@@ -543,3 +543,29 @@ def test_the_history_reaps_runs_whose_worker_died(viewer_client, search, develop
 
     assert [r.status for r in listed(viewer_client)] == [RunStatus.LOST]
     assert Run.objects.get(pk=run.pk).status == RunStatus.LOST
+
+
+def test_optional_booleans_and_enums_read_the_same_when_unset(make_tool):
+    from tools_app.forms.runs import NOT_SET, RunForm
+    from tools_app.runs import manifest_of
+
+    tool = make_tool(
+        "flags",
+        inputs={
+            "exact": {"type": "boolean", "description": "Exact.", "optional": True},
+            "mode": {"type": "enum", "values": "a,b", "description": "Mode.", "optional": True},
+        },
+    )
+    form = RunForm(manifest=manifest_of(tool.published_version))
+
+    assert form.fields["exact"].widget.choices[0][1] == NOT_SET
+    assert form.fields["mode"].choices[0][1] == NOT_SET
+    assert [label for _, label in form.fields["exact"].widget.choices] == [NOT_SET, "Yes", "No"]
+
+
+def test_a_fresh_run_form_puts_focus_in_its_first_field(developer_client, search):
+    page = developer_client.get(f"/tools/{search.name}/run/").content.decode()
+    form = page[page.index('id="run-form"') :]
+    fields = re.findall(r"<(?:input|select|textarea)[^>]*>", form)
+    fields = [f for f in fields if 'type="hidden"' not in f]
+    assert "autofocus" in fields[0] and not any("autofocus" in f for f in fields[1:])

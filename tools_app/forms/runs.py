@@ -91,6 +91,18 @@ class ListInputField(forms.CharField):
             raise forms.ValidationError(str(exc)) from None
 
 
+# What an optional input left to the tool reads as, whatever its type.
+NOT_SET = "(not set)"
+
+
+def focus_first_field(form: forms.Form) -> None:
+    """A fresh run form puts focus in its first field: the page is there to fill it in."""
+    for field in form.fields.values():
+        if not field.widget.is_hidden:
+            field.widget.attrs["autofocus"] = True
+            return
+
+
 def focus_first_error(form: forms.Form) -> None:
     """Autofocus the first field with an error, so a keyboard user lands where to fix it
     when the page comes back (not at the top, a skip link and a nav away)."""
@@ -175,12 +187,15 @@ def field_for(spec: InputSpec, initial: Any = None) -> forms.Field:
         return MultipleUploadField(required=required, **common)
     if spec.type == "boolean":
         if spec.optional and not spec.has_default:
-            # Unset, yes or no: a checkbox could not say "leave it to the tool".
-            return forms.NullBooleanField(required=False, initial=value, **common)
+            # Unset, yes or no: a checkbox could not say "leave it to the tool". Unset
+            # reads as it does for an optional enum.
+            field = forms.NullBooleanField(required=False, initial=value, **common)
+            field.widget.choices = [("unknown", NOT_SET), ("true", "Yes"), ("false", "No")]
+            return field
         return forms.BooleanField(required=False, initial=bool(value), **common)
     choices = [(v, v) for v in spec.values]
     if not required:
-        choices = [("", "(not set)"), *choices]
+        choices = [("", NOT_SET), *choices]
     return forms.ChoiceField(choices=choices, required=required, initial=value, **common)
 
 

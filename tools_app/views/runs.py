@@ -26,6 +26,7 @@ from tools_app.forms.runs import (
     RunFilterForm,
     RunForm,
     focus_first_error,
+    focus_first_field,
     raw_initial,
     undecodable_names,
 )
@@ -83,6 +84,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         if run is not None:
             return redirect("run", run_id=run.pk)
         focus_first_error(bound)
+    else:
+        focus_first_field(form)
 
     context = {
         "prefilled": bool(last),
