@@ -13,7 +13,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from tools_app import presets, runs
 from tools_app.audit import Actor
-from tools_app.forms.presets import ClearPresetForm, DocumentedSampleForm, PresetForm
+from tools_app.forms.presets import (
+    ClearPresetForm,
+    DocumentedSampleForm,
+    PresetForm,
+    PresetTestRunsForm,
+)
 from tools_app.httpchecks import read_samples
 from tools_app.models import Run, Tool, ToolPreset, ToolVersion
 from tools_app.models.runs import RunStatus
@@ -69,6 +74,32 @@ def tool_preset_clear(request: HttpRequest, name: str) -> HttpResponse:
         messages.success(request, f"Preset for {form.cleaned_data['input']} removed.")
     else:
         messages.error(request, "There was no such preset.")
+    return redirect("tool_presets", name=tool.name)
+
+
+@require_POST
+@role_required(ADMIN)
+def tool_preset_test_runs(request: HttpRequest, name: str) -> HttpResponse:
+    """Switch "allow test runs with sensitive presets" (tools_app/presets.py)."""
+    tool = get_tool_or_404(name)
+    form = PresetTestRunsForm(request.POST)
+    if not form.is_valid():  # a BooleanField(required=False) takes any value: unreachable
+        messages.error(request, "The switch could not be read; nothing changed.")
+        return redirect("tool_presets", name=tool.name)
+    allowed = form.cleaned_data["allow"]
+    presets.set_allow_test_runs(tool, allowed, actor=Actor.from_request(request))
+    if allowed:
+        messages.success(
+            request,
+            "Test runs allowed: runs of other versions than the published one, started by "
+            "developers, now receive the sensitive presets.",
+        )
+    else:
+        messages.success(
+            request,
+            "Test runs stopped: only the published version and runs started by an admin "
+            "receive the sensitive presets.",
+        )
     return redirect("tool_presets", name=tool.name)
 
 
