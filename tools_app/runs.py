@@ -147,11 +147,17 @@ def start_run(
         preset = presets.for_run(version, manifest, user=actor.user, via=via)
     except presets.PresetError as exc:
         raise InvalidParams([str(exc)]) from None
+    if model:
+        # The model's own arguments: only what the model formats list. The presets it is
+        # then given are the console's, not the model's (checked with them below).
+        _own, errors = schema.validate_params(manifest, params, model=True)
+        if errors:
+            raise InvalidParams(errors)
     given = params if isinstance(params, dict) else {}
     from_preset = {n for n in preset.values if given.get(n) is None}
     if isinstance(params, dict):
         params = {**{n: preset.values[n] for n in from_preset}, **params}
-    filled, errors = schema.validate_params(manifest, params, model=model)
+    filled, errors = schema.validate_params(manifest, params)
     if errors:
         raise InvalidParams(_say_withheld(errors, preset.withheld))
     # Presets are read again when the run executes: never copied into the run record.
