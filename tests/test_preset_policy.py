@@ -131,9 +131,7 @@ def test_it_withholds_a_sensitive_preset_from_a_developers_draft_run(
     assert_no_canary(page, stored, artifact(run).decode())
 
 
-def test_the_run_form_names_the_withheld_presets(
-    keyed, developer_client, console_admin_client
-):
+def test_the_run_form_names_the_withheld_presets(keyed, developer_client, console_admin_client):
     form = developer_client.get(reverse("tool_run", args=["keyed"]) + "?version=2")
     html = form.content.decode()
     assert form.status_code == 200
@@ -303,3 +301,30 @@ def test_mcp_applies_the_policy(keyed, console_admin):
     queued = mcp_server.start("keyed", {}, token, "127.0.0.1")
     publish_version(draft, actor=Actor(user=console_admin))
     assert said(finished(queued)) == NOT_GOT
+
+
+@pytest.mark.worker
+def test_browser_runs_through_the_celery_worker_follow_the_policy(
+    worker, developer_client, console_admin_client
+):
+    """The whole browser path: the run form, the queue, a real worker, the sandbox."""
+    from worker_fixtures import wait_for_run
+
+    from tools_app.models.runs import FINISHED
+
+    save(publish=True, note="one")
+    set_presets(console_admin_client)
+    save(publish=False, note="two")
+    url = reverse("tool_run", args=["keyed"]) + "?version=2"
+    results = {}
+    for who, client in (("developer", developer_client), ("admin", console_admin_client)):
+        response = submit(client, url, form_id="run-form")
+        assert response.status_code == 302, response.content
+        run = Run.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[-1])
+        run = wait_for_run(run.pk, FINISHED, worker=worker)
+        results[who] = (said(run), [n for n in run.notices if "withheld" in n])
+        assert_no_canary(json.dumps([run.result, run.notices, run.stderr_tail]))
+
+    assert results["developer"][0] == NOT_GOT
+    assert results["developer"][1][0].startswith("The sensitive preset for api_key was withheld")
+    assert results["admin"] == (GOT, [])
