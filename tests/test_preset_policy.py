@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from tests.agent_api import agent_client, reset_api_caches
 from tests.conftest import tool_files
-from tests.forms_support import submit
+from tests.forms_support import link, submit
 from tools_app import mcp_server, runs
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, AuditEvent, Run, RunArtifact, Tool, ToolVersion
@@ -195,7 +195,8 @@ def test_a_draft_gets_the_preset_once_an_admin_allows_test_runs(
     assert developer_client.post(url, {"allow": "on"}).status_code == 403
     assert not Tool.objects.get(name="keyed").presets_allow_test_runs
 
-    assert submit(console_admin_client, page, button=allow).status_code == 302
+    confirm = link(console_admin_client.get(page).content.decode(), allow + "…")
+    assert submit(console_admin_client, confirm, button="Allow test runs").status_code == 302
     run = real_run(draft, user=developer)
     assert said(run) == GOT
     assert not [n for n in run.notices if "withheld" in n]
@@ -203,7 +204,10 @@ def test_a_draft_gets_the_preset_once_an_admin_allows_test_runs(
     assert "the tool allows test runs with its sensitive presets" in form.content.decode()
     assert "withheld" not in form.content.decode()
 
-    assert submit(console_admin_client, page, button="Stop allowing test runs").status_code == 302
+    confirm = link(console_admin_client.get(page).content.decode(), "Stop allowing test runs…")
+    assert (
+        submit(console_admin_client, confirm, button="Stop allowing test runs").status_code == 302
+    )
     assert said(real_run(draft, user=developer)) == NOT_GOT
     events = AuditEvent.objects.filter(action="tool.presets.allow_test_runs").order_by("pk")
     assert [(e.actor, e.data) for e in events] == [
