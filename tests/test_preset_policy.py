@@ -21,6 +21,7 @@ from django.urls import reverse
 from tests.agent_api import agent_client, reset_api_caches
 from tests.conftest import tool_files
 from tests.forms_support import link, submit
+from tests.integrations_support import fake_provider, send_json  # noqa: F401
 from tools_app import mcp_server, runs
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, AuditEvent, Run, RunArtifact, Tool, ToolVersion
@@ -269,6 +270,68 @@ def test_a_required_input_whose_preset_is_withheld_says_why(console_admin_client
     run = runs.start_run(draft, {"api_key": "mine"}, actor=Actor(user=developer),
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     assert said(finished(run)).startswith("api_key sha256:" + hashlib.sha256(b"mine").hexdigest())
+
+
+def test_a_required_preset_withheld_after_the_run_was_queued_fails_the_run(
+    console_admin_client, developer, console_admin
+):
+    """Allowed when the run started, stopped before it ran: the tool does not run without
+    the input it requires, and the failure names the preset, not its value."""
+    from tools_app import presets
+
+    required = {**INPUTS, "api_key": {**INPUTS["api_key"], "optional": False}}
+    save(publish=True, note="one", inputs=required)
+    set_presets(console_admin_client)
+    draft = save(publish=False, note="two", inputs=required)
+    presets.set_allow_test_runs(draft.tool, True, actor=Actor(user=console_admin))
+    run = runs.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
+    presets.set_allow_test_runs(draft.tool, False, actor=Actor(user=console_admin))
+
+    run = runs.execute_run(run.pk)
+
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith(
+        "api_key: is required, and the tool's sensitive preset for it was withheld from this "
+        "run: version 2 is not the published version"
+    )
+    assert not RunArtifact.objects.filter(run=run).exists()  # the tool never ran
+    assert_no_canary(json.dumps([run.result, run.notices, run.error]))
+
+
+def test_an_http_draft_does_not_send_a_withheld_preset(
+    settings,
+    fake_provider,  # noqa: F811 (the fixture imported above)
+    console_admin_client,
+    developer,
+):
+    """An http tool needs no code to leak: its request template sends the input to the
+    host it names. A developer's draft of it gets no sensitive preset either."""
+    settings.ALLOWED_HOSTS = ["testserver"]
+    settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
+    fake_provider.handler = lambda handler: send_json(handler, {"ok": True})
+
+    def save_http(note: str, *, publish: bool) -> ToolVersion:
+        text = (
+            f"---\nname: keyed\ndescription: Keyed {note}.\nkind: http\ninputs:\n"
+            "  api_key: {type: string, description: Key, visibility: user-only, "
+            "optional: true}\n"
+            "  region: {type: string, description: Region, visibility: user-only}\n"
+            f"request:\n  method: GET\n  url: {fake_provider.url}/find/{{{{region}}}}\n"
+            '  headers: {X-Key: "{{api_key}}"}\n---\n# Keyed\n'
+        )
+        sample = {"source": "https://docs.example.com/x", "status": 200, "body": {"ok": True}}
+        files = {"TOOL.md": text.encode(), "samples/x.json": json.dumps(sample).encode()}
+        return save_version("keyed", files, actor=Actor.system(), publish=publish).version
+
+    published = save_http("one", publish=True)
+    set_presets(console_admin_client)
+    draft = save_http("two", publish=False)
+
+    real_run(draft, user=developer)
+    assert fake_provider.last.path == "/find/eu"
+    assert CANARY not in json.dumps(dict(fake_provider.last.headers))
+    real_run(published, user=developer)
+    assert fake_provider.last.headers["x-key"] == CANARY
 
 
 def test_the_api_applies_the_policy(keyed):

@@ -62,7 +62,7 @@ class PresetAccess:
 
     filled: frozenset[str]  # inputs a preset fills (plain ones, granted sensitive ones)
     sensitive: tuple[str, ...]  # the sensitive presets of the version's inputs
-    basis: Basis  # why the sensitive ones are received, or Basis.WITHHELD
+    basis: Basis  # why the sensitive ones are received, or Basis.WITHHELD (or none)
     reason: str
     withheld: tuple[Withheld, ...]
 
@@ -195,26 +195,37 @@ def _withheld_reason(version: ToolVersion) -> str:
     )
 
 
+def _allows_test_runs(tool_id: int) -> bool:
+    # From the database, not a Tool loaded earlier: an admin's "stop" applies at once.
+    return Tool.objects.filter(pk=tool_id, presets_allow_test_runs=True).exists()
+
+
 def _decide(
     version: ToolVersion, stored: list[ToolPreset], names: dict[str, InputSpec], *, user, via: str
 ) -> PresetAccess:
+    filled = frozenset(p.input for p in stored)
     sensitive = tuple(sorted(p.input for p in stored if _is_secret(p, names[p.input])))
+    if not sensitive:  # plain presets are not secrets: every run gets them
+        return PresetAccess(filled, (), Basis.WITHHELD, "", ())
     basis = trusted_basis(version, user=user, via=via)
     if basis is not None:
         reason = str(basis.label)
-    elif version.tool.presets_allow_test_runs:
+    elif _allows_test_runs(version.tool_id):
         basis, reason = Basis.TEST_RUNS, "the tool allows test runs with its sensitive presets"
     else:
         basis, reason = Basis.WITHHELD, _withheld_reason(version)
     withheld = ()
     if basis == Basis.WITHHELD:
         withheld = tuple(Withheld(name, reason) for name in sensitive)
-    kept = {p.input for p in stored} - {w.name for w in withheld}
-    return PresetAccess(frozenset(kept), sensitive, basis, reason, withheld)
+    kept = filled - {w.name for w in withheld}
+    return PresetAccess(kept, sensitive, basis, reason, withheld)
 
 
-def _stored(tool: Tool, names: dict[str, InputSpec]) -> list[ToolPreset]:
-    return list(ToolPreset.objects.filter(tool=tool, input__in=list(names)).order_by("input"))
+def _stored(version: ToolVersion, names: dict[str, InputSpec]) -> list[ToolPreset]:
+    if not names:  # no query, not even for the version's tool, for most tools
+        return []
+    presets = ToolPreset.objects.filter(tool_id=version.tool_id, input__in=list(names))
+    return list(presets.order_by("input"))
 
 
 def access(version: ToolVersion, manifest: Manifest, *, user=None, via: str) -> PresetAccess:
@@ -222,7 +233,7 @@ def access(version: ToolVersion, manifest: Manifest, *, user=None, via: str) -> 
     through `via` would receive of the tool's presets: the run form asks this, so what it
     shows is what the run gets. Decrypts nothing."""
     names = presettable(manifest)
-    return _decide(version, _stored(version.tool, names), names, user=user, via=via)
+    return _decide(version, _stored(version, names), names, user=user, via=via)
 
 
 def for_run(version: ToolVersion, manifest: Manifest, *, user=None, via: str) -> Filled:
@@ -231,7 +242,7 @@ def for_run(version: ToolVersion, manifest: Manifest, *, user=None, via: str) ->
     decrypted. Raises PresetError when a granted sensitive one cannot be decrypted (the
     run must not go on without it)."""
     names = presettable(manifest)
-    stored = _stored(version.tool, names)
+    stored = _stored(version, names)
     decided = _decide(version, stored, names, user=user, via=via)
     values: dict[str, Any] = {}
     secrets: dict[str, str] = {}
