@@ -133,6 +133,8 @@ def test_it_withholds_a_sensitive_preset_from_a_developers_draft_run(
 
 
 def test_the_run_form_names_the_withheld_presets(keyed, developer_client, console_admin_client):
+    tool_page = developer_client.get(reverse("tool", args=["keyed"]) + "?version=2")
+    assert "Presets withheld from this run: <code>api_key</code>." in tool_page.content.decode()
     form = developer_client.get(reverse("tool_run", args=["keyed"]) + "?version=2")
     html = form.content.decode()
     assert form.status_code == 200
@@ -149,7 +151,7 @@ def test_the_run_form_names_the_withheld_presets(keyed, developer_client, consol
     admins = console_admin_client.get(reverse("tool_run", args=["keyed"]) + "?version=2")
     assert "withheld" not in admins.content.decode()
     assert "started by an admin" in admins.content.decode()
-    assert_no_canary(html, published, admins.content.decode())
+    assert_no_canary(html, published, admins.content.decode(), tool_page.content.decode())
 
     # Run from the form: the run page names the preset it did not get.
     response = submit(developer_client, reverse("tool_run", args=["keyed"]) + "?version=2",
