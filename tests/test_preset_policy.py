@@ -24,7 +24,15 @@ from tests.forms_support import link, submit
 from tests.integrations_support import fake_provider, send_json  # noqa: F401
 from tools_app import mcp_server, runs
 from tools_app.audit import Actor
-from tools_app.models import AgentToken, AuditEvent, Run, RunArtifact, Tool, ToolVersion
+from tools_app.models import (
+    AgentToken,
+    AuditEvent,
+    Run,
+    RunArtifact,
+    Tool,
+    ToolPreset,
+    ToolVersion,
+)
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import Scope
 from tools_app.versions import publish_version, save_version
@@ -334,6 +342,24 @@ def test_an_http_draft_does_not_send_a_withheld_preset(
     assert CANARY not in json.dumps(dict(fake_provider.last.headers))
     real_run(published, user=developer)
     assert fake_provider.last.headers["x-key"] == CANARY
+
+
+def test_a_draft_cannot_make_a_sensitive_inputs_preset_plain(console_admin_client, developer):
+    """The published version declares api_key sensitive; a developer's newer draft says it
+    is not. The preset an admin then sets (on the latest version's inputs, "sensitive" not
+    ticked) is still sealed, and still withheld from the draft."""
+    sensitive = {**INPUTS, "api_key": {**INPUTS["api_key"], "sensitive": True}}
+    save(publish=True, note="one", inputs=sensitive)
+    draft = save(publish=False, note="two")
+    changes = {"input": "api_key", "value": CANARY, "sensitive": None}
+    response = submit(console_admin_client, "/tools/keyed/presets/", changes, button="Save preset")
+    assert response.status_code == 302
+
+    preset = ToolPreset.objects.get(input="api_key")
+    assert preset.sensitive and preset.value is None and CANARY not in preset.ciphertext
+    run = runs.start_run(draft, {"region": "eu"}, actor=Actor(user=developer),
+                         via=RunVia.BROWSER, enqueue=False)  # fmt: skip
+    assert said(finished(run)) == NOT_GOT
 
 
 def test_the_api_applies_the_policy(keyed):

@@ -118,7 +118,9 @@ def parse_value(spec: InputSpec, text: str) -> Any:
 def set_preset(
     tool: Tool, spec: InputSpec, value: Any, *, sensitive: bool, actor: Actor
 ) -> ToolPreset:
-    sensitive = sensitive or spec.sensitive  # a sensitive input's preset is always sealed
+    # A sensitive input's preset is always sealed, also when only the published version
+    # declares it so: a developer's newer draft must not turn the admin's key into plain text.
+    sensitive = sensitive or spec.sensitive or _published_sensitive(tool, spec.name)
     fields: dict[str, Any] = {"sensitive": sensitive, "set_at": timezone.now()}
     fields["set_by"] = actor.user
     if sensitive:
@@ -141,6 +143,14 @@ def set_preset(
             {"input": spec.name, "sensitive": sensitive},
         )
     return preset
+
+
+def _published_sensitive(tool: Tool, name: str) -> bool:
+    published = tool.published_version
+    if published is None:
+        return False
+    spec = Manifest.from_dict(published.manifest).inputs.get(name)
+    return spec is not None and spec.sensitive
 
 
 def clear_preset(tool: Tool, name: str, *, actor: Actor) -> bool:

@@ -10,7 +10,9 @@
   its notices say which integration was withheld and why.
 
 The run form and the tool page ask the same function what a run by the current person
-would receive, so what they show is what the run gets. No HTTP here.
+would receive, so what they show is what the run gets. Sensitive tool presets follow the
+same rule through trusted_basis() (tools_app/presets.py), with a per-tool switch in place
+of the integration's. No HTTP here.
 """
 
 from __future__ import annotations
