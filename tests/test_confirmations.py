@@ -60,7 +60,11 @@ def test_no_page_acts_on_one_click(console_admin_client, world, url):
 
 def state() -> tuple:
     return (
-        list(Tool.objects.order_by("name").values_list("name", "enabled", "published_version")),
+        list(
+            Tool.objects.order_by("name").values_list(
+                "name", "enabled", "published_version", "presets_allow_test_runs"
+            )
+        ),
         ToolVersion.objects.count(),
         list(
             Integration.objects.order_by("slug").values_list("slug", "enabled", "allow_test_runs")
@@ -76,6 +80,8 @@ CONFIRM_PAGES = [
     "/tools/alpha/disable/",
     "/tools/off/enable/",
     "/tools/alpha/rollback/1/?base=2",
+    "/tools/alpha/presets/test-runs/?allow=on",
+    "/tools/alpha/presets/test-runs/",
     "/integrations/searxng/disable/",
     "/integrations/apify/enable/",
     "/integrations/searxng/test-runs/?allow=on",

@@ -38,6 +38,7 @@ from tools_app.models import (
     ToolVersion,
     WorkerHeartbeat,
 )
+from tools_app.presets import set_allow_test_runs as set_preset_test_runs
 from tools_app.versions import set_enabled
 
 # Admin's navigation sidebar takes a quarter of a 1280 px screen on every page, which the
@@ -237,10 +238,11 @@ class ToolVersionInline(ReadOnlyInline):
 @admin.register(Tool)
 class ToolAdmin(ConsoleAdmin):
     list_display = ("name", "label", "language", "enabled", "latest_number", "published_number")
-    list_filter = ("language", "enabled")
+    list_filter = ("language", "enabled", "presets_allow_test_runs")
     search_fields = ("name", "description")
     # Content and publishing change only through versions (the console, sync, imports),
-    # which validate and write DATA_PATH. Admin may only switch a tool on or off.
+    # which validate and write DATA_PATH. Admin may only switch a tool on or off, and
+    # whether test runs receive its sensitive presets.
     fields = (
         "name",
         "label",
@@ -248,13 +250,14 @@ class ToolAdmin(ConsoleAdmin):
         "language",
         "integration_slugs",
         "enabled",
+        "presets_allow_test_runs",
         "latest_number",
         "published_version",
         "seed_version",
         "created_at",
         "updated_at",
     )
-    readonly_fields = tuple(f for f in fields if f != "enabled")
+    readonly_fields = tuple(f for f in fields if f not in ("enabled", "presets_allow_test_runs"))
     inlines = [ToolVersionInline]
 
     @admin.display(description="published", ordering="published_number")
@@ -277,6 +280,10 @@ class ToolAdmin(ConsoleAdmin):
         # Through versions.set_enabled: it audits and updates DATA_PATH/tools.
         if "enabled" in form.changed_data:
             set_enabled(obj, obj.enabled, actor=Actor.from_request(request))
+        if "presets_allow_test_runs" in form.changed_data:
+            # Through the presets' own function, which writes its audit event.
+            actor = Actor.from_request(request)
+            set_preset_test_runs(obj, obj.presets_allow_test_runs, actor=actor)
 
 
 @admin.register(ToolVersion)

@@ -144,16 +144,22 @@ def start_run(
     # A model (MCP) never fills a user-only input; a person or a program may.
     model = via == RunVia.MCP
     try:
-        preset = presets.for_run(version.tool, manifest)
+        preset = presets.for_run(version, manifest, user=actor.user, via=via)
     except presets.PresetError as exc:
         raise InvalidParams([str(exc)]) from None
+    if model:
+        # The model's own arguments: only what the model formats list. The presets it is
+        # then given are the console's, not the model's (checked with them below).
+        _own, errors = schema.validate_params(manifest, params, model=True)
+        if errors:
+            raise InvalidParams(errors)
     given = params if isinstance(params, dict) else {}
     from_preset = {n for n in preset.values if given.get(n) is None}
     if isinstance(params, dict):
         params = {**{n: preset.values[n] for n in from_preset}, **params}
-    filled, errors = schema.validate_params(manifest, params, model=model)
+    filled, errors = schema.validate_params(manifest, params)
     if errors:
-        raise InvalidParams(errors)
+        raise InvalidParams(_say_withheld(errors, preset.withheld))
     # Presets are read again when the run executes: never copied into the run record.
     filled = {k: v for k, v in filled.items() if k not in from_preset}
     shown, secret = split_sensitive(manifest, filled)
@@ -178,6 +184,17 @@ def start_run(
         if enqueue:
             transaction.on_commit(partial(enqueue_run, run.pk))
     return run
+
+
+def _say_withheld(errors: list[str], withheld: tuple[presets.Withheld, ...]) -> list[str]:
+    """A required input left empty because its sensitive preset is withheld says so."""
+    why = {f"{w.name}: is required": w.reason for w in withheld}
+    return [
+        f"{e} (the tool's sensitive preset for it is withheld from this run: {why[e]})"
+        if e in why
+        else e
+        for e in errors
+    ]
 
 
 def split_sensitive(manifest: Manifest, params: dict[str, Any]) -> tuple[dict, dict]:
@@ -355,13 +372,23 @@ def _execute(
             for index, item in enumerate(value):
                 if isinstance(item, str):
                     secrets[SENSITIVE_LABEL.format(name=f"{name}.{index}")] = item
+    # Decided again here, like the integrations: an admin's switch (or a publish) applies
+    # to runs already queued, and a run path that skipped start_run still gets no secret.
     try:
-        preset = presets.for_run(run.tool, manifest)
+        preset = presets.for_run(run.version, manifest, user=run.user, via=run.via)
     except presets.PresetError as exc:
         raise RunSetupError(str(exc)) from None
     secrets |= preset.secrets
     from_preset = sorted(n for n in preset.values if params.get(n) is None)
     params |= {name: preset.values[name] for name in from_preset}
+    for withheld in preset.withheld:
+        spec = manifest.inputs[withheld.name]
+        if params.get(withheld.name) is None and not (spec.optional or spec.has_default):
+            raise RunSetupError(
+                f"{withheld.name}: is required, and the tool's sensitive preset for it was "
+                f"withheld from this run: {withheld.reason}."
+            )
+    notices = [*notices, *preset.notices()]
     if from_preset:
         notices = [*notices, f"Filled from the tool's presets: {', '.join(from_preset)}."]
     if manifest.kind == "http":  # no tool code: the console makes the request

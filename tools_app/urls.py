@@ -42,6 +42,11 @@ urlpatterns = [
     path("tools/<str:name>/enable/", editor.tool_enable, name="tool_enable"),
     path("tools/<str:name>/presets/", presets.tool_presets, name="tool_presets"),
     path("tools/<str:name>/presets/clear/", presets.tool_preset_clear, name="tool_preset_clear"),
+    path(
+        "tools/<str:name>/presets/test-runs/",
+        presets.tool_preset_test_runs,
+        name="tool_preset_test_runs",
+    ),
     path("tools/<str:name>/samples/", presets.tool_samples, name="tool_samples"),
     # A tool's page, one URL per tab (Versions is tool_versions above).
     path("tools/<str:name>/", tools.tool_detail, name="tool"),

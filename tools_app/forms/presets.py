@@ -55,6 +55,10 @@ class ClearPresetForm(forms.Form):
     input = forms.CharField(max_length=64)
 
 
+class PresetTestRunsForm(forms.Form):
+    allow = forms.BooleanField(required=False)
+
+
 class DocumentedSampleForm(forms.Form):
     """A response example pasted from an API's documentation, with where it came from."""
 

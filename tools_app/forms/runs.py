@@ -209,11 +209,12 @@ class RunForm(forms.Form):
         manifest: Manifest,
         last: dict[str, Any] | None = None,
         preset: frozenset[str] = frozenset(),
+        withheld: frozenset[str] = frozenset(),
         **kwargs,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.manifest = manifest
-        self.preset = preset
+        self.preset = preset  # the presets this run gets
         last = last or {}
         for name, spec in manifest.inputs.items():
             if spec.visibility == "hidden":  # an integration fills it, never a person
@@ -224,6 +225,11 @@ class RunForm(forms.Form):
                 field.required = False
                 field.initial = None
                 field.help_text = f"{spec.description} Preset by an admin: leave empty to use it."
+            elif name in withheld:
+                field.help_text = (
+                    f"{spec.description} An admin's sensitive preset is withheld from this "
+                    "run (see above): type a value to use one."
+                )
 
     def refuse_undecodable(self, names: set[str]) -> None:
         for name in names & set(self.fields):

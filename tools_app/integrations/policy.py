@@ -10,7 +10,9 @@
   its notices say which integration was withheld and why.
 
 The run form and the tool page ask the same function what a run by the current person
-would receive, so what they show is what the run gets. No HTTP here.
+would receive, so what they show is what the run gets. Sensitive tool presets follow the
+same rule through trusted_basis() (tools_app/presets.py), with a per-tool switch in place
+of the integration's. No HTTP here.
 """
 
 from __future__ import annotations
@@ -72,6 +74,19 @@ def is_published(version: ToolVersion) -> bool:
     return version.tool.published_version_id == version.pk
 
 
+def trusted_basis(version: ToolVersion, *, user=None, via: str) -> Basis | None:
+    """Why a run of `version` by `user` through `via` receives every secret it declares
+    (published, operator, admin), or None: then each secret's own "allow test runs" switch
+    decides. Sensitive tool presets (tools_app/presets.py) follow the same rule."""
+    if is_published(version):
+        return Basis.PUBLISHED
+    if via == RunVia.COMMAND:
+        return Basis.OPERATOR
+    if user is not None and has_role(user, ADMIN):
+        return Basis.ADMIN
+    return None
+
+
 def secret_access(
     version: ToolVersion, slugs: Iterable[str], *, user=None, via: str
 ) -> SecretAccess:
@@ -80,13 +95,7 @@ def secret_access(
     slugs = list(dict.fromkeys(slugs))
     if not slugs:
         return SecretAccess(())
-    basis = None
-    if is_published(version):
-        basis = Basis.PUBLISHED
-    elif via == RunVia.COMMAND:
-        basis = Basis.OPERATOR
-    elif user is not None and has_role(user, ADMIN):
-        basis = Basis.ADMIN
+    basis = trusted_basis(version, user=user, via=via)
     if basis is not None:
         return SecretAccess(tuple(Decision(s, basis, basis.label) for s in slugs))
     allowed = set(

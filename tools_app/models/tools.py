@@ -55,6 +55,12 @@ class Tool(models.Model):
     published_version = models.ForeignKey(
         "ToolVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # An admin's switch (tools_app/presets.py): runs of versions other than the published
+    # one, started by developers, receive the tool's sensitive presets too. Off: only the
+    # published version, admins and `run_tool` get them, as with integrations.
+    presets_allow_test_runs = models.BooleanField(
+        "allow test runs with sensitive presets", default=False
+    )
     # The highest version imported from seed/, so the page can say a newer seed arrived.
     seed_version = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -9,11 +9,17 @@ import uuid
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from tools_app import presets, runs
 from tools_app.audit import Actor
-from tools_app.forms.presets import ClearPresetForm, DocumentedSampleForm, PresetForm
+from tools_app.forms.presets import (
+    ClearPresetForm,
+    DocumentedSampleForm,
+    PresetForm,
+    PresetTestRunsForm,
+)
 from tools_app.httpchecks import read_samples
 from tools_app.models import Run, Tool, ToolPreset, ToolVersion
 from tools_app.models.runs import RunStatus
@@ -70,6 +76,59 @@ def tool_preset_clear(request: HttpRequest, name: str) -> HttpResponse:
     else:
         messages.error(request, "There was no such preset.")
     return redirect("tool_presets", name=tool.name)
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def tool_preset_test_runs(request: HttpRequest, name: str) -> HttpResponse:
+    """Switch "allow test runs with sensitive presets" (tools_app/presets.py): GET asks
+    (?allow=on to allow), the confirm page's POST acts."""
+    tool = get_tool_or_404(name)
+    back = reverse("tool_presets", args=[tool.name])
+    if request.method == "GET":
+        form = PresetTestRunsForm(request.GET)
+        allow = form.is_valid() and form.cleaned_data["allow"]
+        if allow:
+            question = f"Allow test runs with the sensitive presets of {tool.name}?"
+            detail = (
+                "Runs of versions other than the published one (drafts, older versions), "
+                "started by developers, receive its sensitive presets: code nobody has "
+                "published yet can use them."
+            )
+            button = "Allow test runs"
+        else:
+            question = f"Stop test runs with the sensitive presets of {tool.name}?"
+            detail = (
+                "Runs of versions other than the published one receive its sensitive "
+                "presets only when an admin starts them."
+            )
+            button = "Stop allowing test runs"
+        context = {
+            "question": question, "detail": detail, "button": button, "danger": allow,
+            "next": back, "hidden": [("allow", "on")] if allow else [],
+            "crumbs": [("Tools", reverse("tools")), (tool.name, reverse("tool", args=[tool.name])),
+                       ("Presets", back)],
+        }  # fmt: skip
+        return render(request, "confirm.html", context)
+    form = PresetTestRunsForm(request.POST)
+    if not form.is_valid():  # a BooleanField(required=False) takes any value: unreachable
+        messages.error(request, "The switch could not be read; nothing changed.")
+        return redirect(back)
+    allowed = form.cleaned_data["allow"]
+    presets.set_allow_test_runs(tool, allowed, actor=Actor.from_request(request))
+    if allowed:
+        messages.success(
+            request,
+            "Test runs allowed: runs of other versions than the published one, started by "
+            "developers, now receive the sensitive presets.",
+        )
+    else:
+        messages.success(
+            request,
+            "Test runs stopped: only the published version and runs started by an admin "
+            "receive the sensitive presets.",
+        )
+    return redirect(back)
 
 
 @require_http_methods(["GET", "POST"])

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import health, integrations, runs
+from tools_app import health, integrations, presets, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -36,7 +36,6 @@ from tools_app.models import (
     RunArtifact,
     RunUpdate,
     Tool,
-    ToolPreset,
     ToolVersion,
 )
 from tools_app.models.runs import RunStatus, RunVia
@@ -70,8 +69,11 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     if request.GET.get("defaults"):  # "Reset to defaults": the manifest's values only
         last = {}
 
-    preset = frozenset(ToolPreset.objects.filter(tool=tool).values_list("input", flat=True))
-    form = RunForm(manifest=manifest, last=last, preset=preset)
+    # What a run by this person gets of the presets: the same decision the run takes.
+    preset_access = presets.access(version, manifest, user=request.user, via=RunVia.BROWSER)
+    preset = preset_access.filled
+    withheld = frozenset(w.name for w in preset_access.withheld)
+    form = RunForm(manifest=manifest, last=last, preset=preset, withheld=withheld)
     raw = RawParamsForm(initial={"params": raw_initial(manifest, last)})
     json_mode = request.method == "POST" and RAW_MODE_FIELD in request.POST
     if request.method == "POST":
@@ -79,7 +81,9 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         if json_mode:
             raw = bound = RawParamsForm(request.POST)
         else:
-            form = bound = RunForm(request.POST, request.FILES, manifest=manifest, preset=preset)
+            form = bound = RunForm(
+                request.POST, request.FILES, manifest=manifest, preset=preset, withheld=withheld
+            )
         run = _start(request, version, bound)
         if run is not None:
             return redirect("run", run_id=run.pk)
@@ -101,6 +105,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "access": integrations.secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
         ),
+        "preset_access": preset_access,
     }
     return render(
         request, "runs/form.html", context, status=400 if request.method == "POST" else 200

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from tools_app import integrations, rendering, schema, toolmd
+from tools_app import integrations, presets, rendering, schema, toolmd
 from tools_app.forms.tools import ToolFilterForm
 from tools_app.models import Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
@@ -152,6 +152,9 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         # What a run of this version by the current person would receive (DESIGN.md 3).
         "access": integrations.secret_access(
             version, context["manifest"].integrations, user=request.user, via=RunVia.BROWSER
+        ),
+        "preset_access": presets.access(
+            version, context["manifest"], user=request.user, via=RunVia.BROWSER
         ),
     }
     return render(request, "tools/overview.html", context)
