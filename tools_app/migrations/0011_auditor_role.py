@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("axes", "0010_accessattemptexpiration"),
-        ("tools_app", "0008_presets_files_samples"),
+        ("tools_app", "0009_tool_presets_allow_test_runs"),
     ]
 
     operations = [migrations.RunPython(auditors_read_everything, migrations.RunPython.noop)]
