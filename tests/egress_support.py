@@ -59,13 +59,17 @@ def test_hosts() -> Iterator[EgressHosts]:
         ["ip", "netns", "add", netns],
         ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
         ["ip", "link", "set", ns_if, "netns", netns],
-        ["ip", "addr", "add", f"{pub + 1}/30", "dev", host_if],
+        # The "public" host is no neighbour in the host's own subnet (the policy refuses
+        # those): /32 addresses at both ends, joined by a route.
+        ["ip", "addr", "add", f"{pub + 1}/32", "dev", host_if],
         ["ip", "addr", "add", f"{priv + 1}/30", "dev", host_if],
         ["ip", "link", "set", host_if, "up"],
-        ["ip", "-n", netns, "addr", "add", f"{pub + 2}/30", "dev", ns_if],
+        ["ip", "route", "replace", f"{pub + 2}/32", "dev", host_if],
+        ["ip", "-n", netns, "addr", "add", f"{pub + 2}/32", "dev", ns_if],
         ["ip", "-n", netns, "addr", "add", f"{priv + 2}/30", "dev", ns_if],
         ["ip", "-n", netns, "link", "set", ns_if, "up"],
         ["ip", "-n", netns, "link", "set", "lo", "up"],
+        ["ip", "-n", netns, "route", "replace", f"{pub + 1}/32", "dev", ns_if],
     ]
     server = None
     try:
