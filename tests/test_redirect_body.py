@@ -88,8 +88,8 @@ def allow_both(first: Origin, second: Origin) -> egress.Policy:
 @pytest.mark.parametrize("status", [307, 308])
 def test_it_never_sends_an_http_tools_secret_body_to_another_origin(
     origins,
-    fernet_keys,
-    status,  # noqa: F811
+    fernet_keys,  # noqa: F811
+    status,
 ) -> None:
     first, second = origins
     fernet_keys("A")

@@ -218,18 +218,24 @@ class Policy:
         return Decision(False, f"{ip} is {why}")
 
     def decide_host(self, host: str, port: int) -> tuple[list[IPAddress], Decision]:
-        """Resolve `host` and judge EVERY address: one refused address refuses the host
-        (a name that also resolves to a private address is no public destination)."""
-        addresses = resolve(host)
-        if not addresses:
+        """Resolve `host` once and judge EVERY address: one refused address refuses the
+        host (a name that also resolves to a private address is no public destination,
+        and connecting to its other addresses only would let a rebinding name pick its
+        moment). The list is the addresses judged and allowed, built by the same loop that
+        judged them: the only ones a connection for this host may use (egress_http.py),
+        empty when refused."""
+        judged: list[IPAddress] = []
+        resolved = resolve(host)
+        if not resolved:
             return [], Decision(False, f"{host} does not resolve")
-        for ip in addresses:
+        for ip in resolved:
             decision = self.decide(ip, port)
             if not decision.allowed:
-                return addresses, Decision(
+                return [], Decision(
                     False, f"{host}:{port} is refused by the egress policy: {decision.reason}"
                 )
-        return addresses, Decision(True)
+            judged.append(ip)
+        return judged, Decision(True)
 
     def summary(self) -> str:
         """What the run page shows."""
