@@ -316,6 +316,8 @@ def _host_networks(_epoch: int) -> HostNetworks:
             if ip.is_loopback:
                 continue
             addresses.append(ip)
+            # A /32 (/128) of the address itself says nothing `addresses` does not.
+            nets = [net for net in nets if net.num_addresses > 1 or net.network_address != ip]
             subnets += [net for net in nets if not _already_refused(net)]
     gateways = [ip for ip in _gateways() if refusal(ip) is None]
     return HostNetworks(_sorted(addresses), _sorted(subnets), _sorted(gateways))
