@@ -3,7 +3,7 @@ HostNetworks): every subnet of its interfaces and every gateway of its routes, u
 CONSOLE_TOOL_NETWORK_ALLOW names them. The "console host" is a network namespace of our
 own (`lan` below) whose LAN is a second namespace holding a neighbour, the gateway and a
 "public" host behind the gateway; the policy code, the console's HTTP client and a real
-sandboxed tool run inside the first one (`ip netns exec`), where the kernel shows them
+sandboxed tool run inside the first one (nsenter), where the kernel shows them
 that namespace's interfaces and routes."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,58 +64,51 @@ print(json.dumps(out))
 
 @dataclass
 class Lan:
-    netns: str  # the console host's namespace
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
+    prefix: list[str]  # runs a command in the console host's namespace
 
 
 @pytest.fixture(scope="module")
 def lan() -> Iterator[Lan]:
     require(os.geteuid() != 0, "these tests create network namespaces: they need root")
     require(isolation_level()[0] != "bwrap", "a tool run's egress filter needs bubblewrap")
-    tag = uuid.uuid4().hex[:8]
-    host, other = f"egh-{tag}", f"egl-{tag}"
-    server = None
-    try:
-        _ip("netns", "add", host)
-        _ip("netns", "add", other)
-        _ip("-n", host, "link", "add", "a0", "type", "veth", "peer", "name", "b0")
-        _ip("-n", host, "link", "set", "b0", "netns", other)
-        for ns, dev in ((host, "a0"), (other, "b0")):
-            _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", ns, "link", "set", dev, "up")
-        _ip("-n", host, "addr", "add", f"{OWN}/24", "dev", "a0")
-        _ip("-n", host, "-6", "addr", "add", f"{OWN6}/64", "dev", "a0", "nodad")
-        _ip("-n", host, "route", "add", "default", "via", GATEWAY, "dev", "a0", "onlink")
-        _ip("-n", host, "-6", "route", "add", "default", "via", GATEWAY6, "dev", "a0", "onlink")
-        for address in (f"{NEIGHBOUR}/24", f"{GATEWAY}/32", f"{PUBLIC}/32"):
-            _ip("-n", other, "addr", "add", address, "dev", "b0")
-        _ip("-n", other, "-6", "addr", "add", f"{NEIGHBOUR6}/64", "dev", "b0", "nodad")
-        # One HTTP server on port 80 of every address of the LAN namespace.
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", other, sys.executable, support.__file__, PUBLIC],
-            stdin=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            probe = subprocess.run(
-                ["ip", "netns", "exec", host, "bash", "-c", f"exec 3<>/dev/tcp/{PUBLIC}/80"],
-                capture_output=True,
+    with support.net_namespace() as host, support.net_namespace() as other:
+        server = None
+
+        def ip(prefix: list[str], *args: str) -> None:
+            subprocess.run([*prefix, "ip", *args], check=True, capture_output=True)
+
+        try:
+            ip(host, "link", "add", "a0", "type", "veth", "peer", "name", "b0")
+            ip(host, "link", "set", "b0", "netns", support.holder_pid(other))
+            for prefix, dev in ((host, "a0"), (other, "b0")):
+                ip(prefix, "link", "set", "lo", "up")
+                ip(prefix, "link", "set", dev, "up")
+            ip(host, "addr", "add", f"{OWN}/24", "dev", "a0")
+            ip(host, "-6", "addr", "add", f"{OWN6}/64", "dev", "a0", "nodad")
+            ip(host, "route", "add", "default", "via", GATEWAY, "dev", "a0", "onlink")
+            ip(host, "-6", "route", "add", "default", "via", GATEWAY6, "dev", "a0", "onlink")
+            for address in (f"{NEIGHBOUR}/24", f"{GATEWAY}/32", f"{PUBLIC}/32"):
+                ip(other, "addr", "add", address, "dev", "b0")
+            ip(other, "-6", "addr", "add", f"{NEIGHBOUR6}/64", "dev", "b0", "nodad")
+            # One HTTP server on port 80 of every address of the LAN namespace.
+            server = subprocess.Popen(
+                [*other, sys.executable, support.__file__, PUBLIC], stdin=subprocess.DEVNULL
             )
-            if probe.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the LAN's test server did not start")
-            time.sleep(0.1)
-        yield Lan(host)
-    finally:
-        if server is not None:
-            server.kill()
-            server.wait()
-        subprocess.run(["ip", "netns", "del", host], capture_output=True)
-        subprocess.run(["ip", "netns", "del", other], capture_output=True)
+            deadline = time.monotonic() + 10
+            while True:
+                probe = subprocess.run(
+                    [*host, "bash", "-c", f"exec 3<>/dev/tcp/{PUBLIC}/80"], capture_output=True
+                )
+                if probe.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the LAN's test server did not start")
+                time.sleep(0.1)
+            yield Lan(host)
+        finally:
+            if server is not None:
+                server.kill()
+                server.wait()
 
 
 def inside(lan: Lan, tmp_path: Path, allow: str = "") -> dict:
@@ -127,7 +119,7 @@ def inside(lan: Lan, tmp_path: Path, allow: str = "") -> dict:
     (tool / "index.py").write_text(PROBE_PY)
     judge = [[h, 80] for h in (NEIGHBOUR, GATEWAY, PUBLIC, NEIGHBOUR6, GATEWAY6, OWN)]
     done = subprocess.run(
-        ["ip", "netns", "exec", lan.netns, sys.executable, "-c", INSIDE, allow, str(tool)]
+        [*lan.prefix, sys.executable, "-c", INSIDE, allow, str(tool)]
         + [json.dumps(judge), json.dumps(TARGETS)],
         capture_output=True,
         text=True,
