@@ -5,11 +5,11 @@ Public addresses are allowed. Refused: the host's loopback, private networks (RF
 100.64/10, fc00::/7), link-local (169.254/16 with cloud metadata, fe80::/10), unspecified,
 multicast and reserved addresses, and the console host's own networks: every address of
 every interface with its subnet (the address and its prefix, a point-to-point peer's too)
-and the gateway of every route (the default gateway included), read from the kernel. IPv6
-forms that embed an IPv4 address (::ffff:127.0.0.1, 64:ff9b::/96) are judged by that IPv4
-address. Exceptions, checked first: CONSOLE_TOOL_NETWORK_ALLOW (comma-separated `CIDR`,
-`host:port` or `CIDR:port`) and, for one tool only, the exact host and port of the URL fields
-of the integrations it declares.
+and the gateway of every route of the main table (the default one included), read from
+the kernel. IPv6 forms that embed an IPv4 address (::ffff:127.0.0.1, 64:ff9b::/96) are
+judged by that IPv4 address. Exceptions, checked first: CONSOLE_TOOL_NETWORK_ALLOW
+(comma-separated `CIDR`, `host:port` or `CIDR:port`) and, for one tool only, the exact host
+and port of the URL fields of the integrations it declares.
 
 Pure Python, no Django: the runner's network setup (runner/network.py turns a Policy into
 nftables rules) and the egress-aware HTTP client (egress_http.py) both decide here.
