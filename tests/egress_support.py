@@ -27,7 +27,7 @@ from pathlib import Path
 class EgressHosts:
     public: str  # in 198.51.100.0/24 or 203.0.113.0/24 (documentation, "public")
     private: str  # in 10.0.0.0/8
-    netns: str
+    netns: str  # where the test hosts live (the PID holding the namespace)
     host_public: str  # the host's own end of the link: an address of the console's host
 
 
@@ -37,6 +37,30 @@ def _ready(address: str, port: int, deadline: float) -> None:
             return
         time.sleep(0.05)
     raise RuntimeError(f"test server {address}:{port} did not start")
+
+
+@contextlib.contextmanager
+def net_namespace() -> Iterator[list[str]]:
+    """A new network namespace, held by a sleeping process rather than named under
+    /run/netns: named ones were seen to vanish here while other checkouts' tests ran
+    (their bind mounts lost; `ip -n` then fails). Yields the command prefix that runs a
+    program inside it (nsenter); holder_pid(prefix) is for `ip link set DEV netns PID`."""
+    holder = subprocess.Popen(["unshare", "--net", "--", "sleep", "infinity"])
+    try:
+        own = os.stat("/proc/self/ns/net").st_ino
+        deadline = time.monotonic() + 10
+        while os.stat(f"/proc/{holder.pid}/ns/net").st_ino == own:  # not unshared yet
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test network namespace was not made")
+            time.sleep(0.005)
+        yield ["nsenter", f"--net=/proc/{holder.pid}/ns/net", "--"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def holder_pid(prefix: list[str]) -> str:
+    return prefix[1].removeprefix("--net=/proc/").removesuffix("/ns/net")
 
 
 @contextlib.contextmanager
@@ -50,40 +74,45 @@ def test_hosts() -> Iterator[EgressHosts]:
             f"{tool} is missing (apt-get install iproute2 slirp4netns nftables)",
         )
     tag = uuid.uuid4().hex[:8]
-    netns, host_if, ns_if = f"egt-{tag}", f"egh{tag}", f"egn{tag}"
+    host_if, ns_if = f"egh{tag}", f"egn{tag}"
     block = random.randrange(1, 63)
     public_net = random.choice(["198.51.100.0", "203.0.113.0"])
     pub = ipaddress.ip_address(public_net) + 4 * block
     priv = ipaddress.ip_address(f"10.213.{random.randrange(256)}.0") + 4 * block
-    commands = [
-        ["ip", "netns", "add", netns],
-        ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
-        ["ip", "link", "set", ns_if, "netns", netns],
-        ["ip", "addr", "add", f"{pub + 1}/30", "dev", host_if],
-        ["ip", "addr", "add", f"{priv + 1}/30", "dev", host_if],
-        ["ip", "link", "set", host_if, "up"],
-        ["ip", "-n", netns, "addr", "add", f"{pub + 2}/30", "dev", ns_if],
-        ["ip", "-n", netns, "addr", "add", f"{priv + 2}/30", "dev", ns_if],
-        ["ip", "-n", netns, "link", "set", ns_if, "up"],
-        ["ip", "-n", netns, "link", "set", "lo", "up"],
-    ]
     server = None
-    try:
-        for command in commands:
-            subprocess.run(command, check=True, capture_output=True)
-        server = subprocess.Popen(
-            ["ip", "netns", "exec", netns, sys.executable, __file__, str(pub + 2)],
-            stdin=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        _ready(str(pub + 2), 80, deadline)
-        yield EgressHosts(str(pub + 2), str(priv + 2), netns, str(pub + 1))
-    finally:
-        if server is not None:
-            server.kill()
-            server.wait()
-        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
-        subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+    with net_namespace() as inside:
+        ip_in = [*inside, "ip"]
+        commands = [
+            ["ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if],
+            ["ip", "link", "set", ns_if, "netns", holder_pid(inside)],
+            # The "public" host is no neighbour in the host's own subnet (the policy
+            # refuses those): /32 addresses at both ends, joined by a route.
+            ["ip", "addr", "add", f"{pub + 1}/32", "dev", host_if],
+            ["ip", "addr", "add", f"{priv + 1}/30", "dev", host_if],
+            ["ip", "link", "set", host_if, "up"],
+            ["ip", "route", "replace", f"{pub + 2}/32", "dev", host_if],
+            [*ip_in, "addr", "add", f"{pub + 2}/32", "dev", ns_if],
+            [*ip_in, "addr", "add", f"{priv + 2}/30", "dev", ns_if],
+            [*ip_in, "link", "set", ns_if, "up"],
+            [*ip_in, "link", "set", "lo", "up"],
+            [*ip_in, "route", "replace", f"{pub + 1}/32", "dev", ns_if],
+        ]
+        try:
+            for command in commands:
+                subprocess.run(command, check=True, capture_output=True)
+            server = subprocess.Popen(
+                [*inside, sys.executable, __file__, str(pub + 2)], stdin=subprocess.DEVNULL
+            )
+            deadline = time.monotonic() + 10
+            _ready(str(pub + 2), 80, deadline)
+            yield EgressHosts(
+                str(pub + 2), str(priv + 2), f"pid {holder_pid(inside)}", str(pub + 1)
+            )
+        finally:
+            if server is not None:
+                server.kill()
+                server.wait()
+            subprocess.run(["ip", "link", "del", host_if], capture_output=True)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -121,7 +121,7 @@ def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_
 def test_it_refuses_the_console_hosts_own_addresses(tmp_path, hosts):
     # The host's end of the test link has a public address: a console host with a public
     # address serves its pages there (not only on loopback).
-    egress._own_addresses.cache_clear()  # the link is new
+    egress._host_networks.cache_clear()  # the link is new
     assert egress.refusal(ipaddress.ip_address(hosts.host_public)) is None
     server, port = support.local_server(hosts.host_public)
     try:

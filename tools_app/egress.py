@@ -3,11 +3,13 @@ makes on a user's behalf, may connect.
 
 Public addresses are allowed. Refused: the host's loopback, private networks (RFC 1918,
 100.64/10, fc00::/7), link-local (169.254/16 with cloud metadata, fe80::/10), unspecified,
-multicast and reserved addresses, and the console host's own interface addresses. IPv6
-forms that embed an IPv4 address (::ffff:127.0.0.1, 64:ff9b::/96) are judged by that IPv4
-address. Exceptions, checked first: CONSOLE_TOOL_NETWORK_ALLOW (comma-separated `CIDR`,
-`host:port` or `CIDR:port`) and, for one tool only, the exact host and port of the URL fields
-of the integrations it declares.
+multicast and reserved addresses, and the console host's own networks: every address of
+every interface with its subnet (the address and its prefix, a point-to-point peer's too)
+and the gateway of every route of the main table (the default one included), read from
+the kernel. IPv6 forms that embed an IPv4 address (::ffff:127.0.0.1, 64:ff9b::/96) are
+judged by that IPv4 address. Exceptions, checked first: CONSOLE_TOOL_NETWORK_ALLOW
+(comma-separated `CIDR`, `host:port` or `CIDR:port`) and, for one tool only, the exact host
+and port of the URL fields of the integrations it declares.
 
 Pure Python, no Django: the runner's network setup (runner/network.py turns a Policy into
 nftables rules) and the egress-aware HTTP client (egress_http.py) both decide here.
@@ -24,6 +26,7 @@ import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -72,7 +75,12 @@ def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
     return None
 
 
-def refusal(ip: IPAddress, own: Iterable[IPAddress] = ()) -> str | None:
+def refusal(
+    ip: IPAddress,
+    own: Iterable[IPAddress] = (),
+    subnets: Iterable[IPNetwork] = (),
+    gateways: Iterable[IPAddress] = (),
+) -> str | None:
     """Why `ip` is refused by default, or None for a public address."""
     ip = embedded_ipv4(ip) or ip
     for network, why in REFUSED:
@@ -80,6 +88,11 @@ def refusal(ip: IPAddress, own: Iterable[IPAddress] = ()) -> str | None:
             return why
     if ip in set(own):
         return "an address of the console's own host"
+    if ip in set(gateways):
+        return "a gateway of the console's host"
+    for network in subnets:
+        if ip.version == network.version and ip in network:
+            return f"in the console host's own subnet {network}"
     return None
 
 
@@ -190,38 +203,52 @@ class Policy:
     allows: tuple[Allow, ...] = ()
     own: tuple[IPAddress, ...] = field(default_factory=tuple)
     dns: IPAddress | None = None  # the resolver tools use; None: the host's (via slirp)
+    # The host's LAN: its interfaces' subnets and its routes' gateways (HostNetworks).
+    subnets: tuple[IPNetwork, ...] = field(default_factory=tuple)
+    gateways: tuple[IPAddress, ...] = field(default_factory=tuple)
 
     def decide(self, ip: IPAddress | str, port: int | None) -> Decision:
         ip = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
         for allow in self.allows:
             if allow.matches(ip, port):
                 return Decision(True, f"allowed by {allow.source} ({allow})")
-        why = refusal(ip, self.own)
+        why = refusal(ip, self.own, self.subnets, self.gateways)
         if why is None:
             return Decision(True, "a public address")
         return Decision(False, f"{ip} is {why}")
 
     def decide_host(self, host: str, port: int) -> tuple[list[IPAddress], Decision]:
-        """Resolve `host` and judge EVERY address: one refused address refuses the host
-        (a name that also resolves to a private address is no public destination)."""
-        addresses = resolve(host)
-        if not addresses:
+        """Resolve `host` once and judge EVERY address: one refused address refuses the
+        host (a name that also resolves to a private address is no public destination,
+        and connecting to its other addresses only would let a rebinding name pick its
+        moment). The list is the addresses judged and allowed, built by the same loop that
+        judged them: the only ones a connection for this host may use (egress_http.py),
+        empty when refused."""
+        judged: list[IPAddress] = []
+        resolved = resolve(host)
+        if not resolved:
             return [], Decision(False, f"{host} does not resolve")
-        for ip in addresses:
+        for ip in resolved:
             decision = self.decide(ip, port)
             if not decision.allowed:
-                return addresses, Decision(
+                return [], Decision(
                     False, f"{host}:{port} is refused by the egress policy: {decision.reason}"
                 )
-        return addresses, Decision(True)
+            judged.append(ip)
+        return judged, Decision(True)
 
     def summary(self) -> str:
         """What the run page shows."""
+
+        def listed(items: tuple) -> str:
+            return f" ({', '.join(map(str, items))})" if items else ""
+
         lines = [
             "Public addresses: allowed (DNS included).",
             "Refused: the host's loopback, private, shared, link-local (cloud metadata "
             "included), multicast and reserved addresses, and the console host's own "
-            "addresses" + (f" ({', '.join(map(str, self.own))})" if self.own else "") + ".",
+            f"addresses{listed(self.own)}, subnets{listed(self.subnets)} and "
+            f"gateways{listed(self.gateways)}.",
         ]
         if self.dns is not None:
             lines.append(f"DNS: {self.dns} port 53 only.")
@@ -233,34 +260,91 @@ class Policy:
         return "\n".join(lines)
 
 
-# The console host's own addresses change rarely; reading them costs a subprocess.
+# The console host's own networks change rarely; reading them costs a subprocess.
 OWN_ADDRESSES_TTL = 60.0
 
 
+@dataclass(frozen=True)
+class HostNetworks:
+    """The console host's place on its networks, as the kernel of the caller's network
+    namespace sees it: what a tool must not reach by default (its LAN)."""
+
+    addresses: tuple[IPAddress, ...] = ()
+    subnets: tuple[IPNetwork, ...] = ()  # not already refused (loopback, RFC 1918, ...)
+    gateways: tuple[IPAddress, ...] = ()
+
+
+def host_networks() -> HostNetworks:
+    return _host_networks(int(time.monotonic() // OWN_ADDRESSES_TTL))
+
+
 def own_addresses() -> tuple[IPAddress, ...]:
-    return _own_addresses(int(time.monotonic() // OWN_ADDRESSES_TTL))
+    return host_networks().addresses
+
+
+def _sorted(items: Iterable) -> tuple:
+    return tuple(sorted(set(items), key=lambda x: (x.version, str(x))))
+
+
+def _already_refused(network: IPNetwork) -> bool:
+    return any(network.version == n.version and network.subnet_of(n) for n, _ in REFUSED)
 
 
 @functools.lru_cache(maxsize=1)
-def _own_addresses(_epoch: int) -> tuple[IPAddress, ...]:
-    """Every address on the host's interfaces (loopback ones are refused anyway)."""
+def _host_networks(_epoch: int) -> HostNetworks:
+    """Every address on the host's interfaces with its subnet (a point-to-point peer's
+    subnet too: the peer is as much a neighbour), and every route's gateway. Loopback
+    addresses and subnets inside a refused range add nothing (refused anyway)."""
     try:
         done = subprocess.run(
             ["ip", "-j", "addr", "show"], capture_output=True, timeout=10, check=True
         )
         links = json.loads(done.stdout)
     except (OSError, subprocess.SubprocessError, ValueError):
-        return ()
-    found: list[IPAddress] = []
+        links = []
+    addresses: list[IPAddress] = []
+    subnets: list[IPNetwork] = []
     for link in links:
         for info in link.get("addr_info", []):
             try:
                 ip = ipaddress.ip_address(info.get("local", ""))
-            except ValueError:
+                prefix = int(info.get("prefixlen", ip.max_prefixlen))
+                ends = {ip, ipaddress.ip_address(info.get("address") or ip)}
+                nets = [ipaddress.ip_network(f"{end}/{prefix}", strict=False) for end in ends]
+            except (ValueError, TypeError):
                 continue
-            if not ip.is_loopback:
-                found.append(ip)
-    return tuple(sorted(set(found), key=lambda ip: (ip.version, int(ip))))
+            if ip.is_loopback:
+                continue
+            addresses.append(ip)
+            # A /32 (/128) of the address itself says nothing `addresses` does not.
+            nets = [net for net in nets if net.num_addresses > 1 or net.network_address != ip]
+            subnets += [net for net in nets if not _already_refused(net)]
+    gateways = [ip for ip in _gateways() if refusal(ip) is None]
+    return HostNetworks(_sorted(addresses), _sorted(subnets), _sorted(gateways))
+
+
+def _gateways() -> list[IPAddress]:
+    """The next hops of the main routing table (/proc/net/route, /proc/net/ipv6_route:
+    the caller's network namespace), the default route's included."""
+    found: list[IPAddress] = []
+    try:
+        lines = Path("/proc/net/route").read_text().splitlines()[1:]
+    except OSError:
+        lines = []
+    for line in lines:
+        cols = line.split()
+        if len(cols) > 3 and int(cols[3], 16) & 0x2:  # RTF_GATEWAY
+            # Little-endian hex: 010200C0 is 192.0.2.1.
+            found.append(ipaddress.IPv4Address(bytes.fromhex(cols[2])[::-1]))
+    try:
+        lines = Path("/proc/net/ipv6_route").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        cols = line.split()
+        if len(cols) == 10 and int(cols[4], 16) != 0:
+            found.append(ipaddress.IPv6Address(bytes.fromhex(cols[4])))
+    return found
 
 
 def build(allow_text: str = "", extra: Iterable[Allow] = (), dns: str = "") -> Policy:
@@ -273,7 +357,14 @@ def build(allow_text: str = "", extra: Iterable[Allow] = (), dns: str = "") -> P
             resolver = ipaddress.IPv4Address(dns.strip())
         except ValueError:
             raise PolicyError(f"CONSOLE_TOOL_DNS: {dns.strip()!r} is not an IPv4 address") from None
-    return Policy(allows=allows, own=own_addresses(), dns=resolver)
+    host = host_networks()
+    return Policy(
+        allows=allows,
+        own=host.addresses,
+        dns=resolver,
+        subnets=host.subnets,
+        gateways=host.gateways,
+    )
 
 
 def from_environment(extra: Iterable[Allow] = ()) -> Policy:

@@ -1,9 +1,11 @@
 """The egress policy for requests the console makes itself (tools_app/http.py).
 
-An httpx transport whose connections are made by EgressBackend: it resolves the host,
-judges EVERY address with the policy (one refused address refuses the host) and connects
-to an address it judged, so a name cannot resolve to something else between the check and
-the connect (DNS rebinding). TLS still verifies and sends SNI for the URL's host name, and
+An httpx transport whose connections are made by EgressBackend: it resolves the host once
+per connection, judges EVERY address with the policy (one refused address refuses the
+host: egress.Policy.decide_host) and connects only to the addresses that call returned as
+judged, in order, falling back from one to the next; the socket layer never resolves the
+name again, so it cannot resolve to something else between the check and the connect
+(DNS rebinding). TLS still verifies and sends SNI for the URL's host name, and
 the Host header is the URL's. Each redirect hop is a new request through this transport,
 so it is judged again; http.request drops credentials on a cross-origin redirect and caps
 redirects.
@@ -38,11 +40,11 @@ class EgressBackend(httpcore.SyncBackend):
         local_address: str | None = None,
         socket_options: typing.Iterable[typing.Any] | None = None,
     ) -> httpcore.NetworkStream:
-        addresses, decision = self.policy.decide_host(host, port)
-        if not decision.allowed:
-            raise EgressRefused(decision.reason)
+        judged, decision = self.policy.decide_host(host, port)
+        if not decision.allowed or not judged:
+            raise EgressRefused(decision.reason or f"{host}:{port}: no address was judged")
         error: Exception | None = None
-        for ip in addresses:
+        for ip in judged:  # a literal address each: pinned, never looked up again
             try:
                 return super().connect_tcp(str(ip), port, timeout, local_address, socket_options)
             except (OSError, httpcore.ConnectError, httpcore.ConnectTimeout) as exc:

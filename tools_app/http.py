@@ -4,7 +4,10 @@
   that drips bytes cannot hold a worker.
 - Redirects are followed by hand: only to http/https, never from https down to http, at
   most MAX_REDIRECTS, and credentials (Authorization, Proxy-Authorization, Cookie and any
-  header the caller marks secret) are dropped when the origin changes.
+  header the caller marks secret) are dropped when the origin changes. A redirect that
+  would re-send a body to another origin (307/308, or 301/302 for a method other than
+  POST) is not followed: the request fails saying so (a 303, or a 301/302 after a POST,
+  becomes a GET without the body and is followed).
 - The body is read up to `max_body` bytes and the rest discarded (`truncated` says so).
 - Nothing here logs URLs, headers or bodies: they may carry secrets.
 """
@@ -70,6 +73,11 @@ class HttpResult:
 
 def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
+
+
+def _origin_text(url: httpx.URL) -> str:
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{url.scheme}://{host}" + (f":{url.port}" if url.port else "")
 
 
 def check_url(url: str) -> httpx.URL:
@@ -154,16 +162,25 @@ def request(
                         target = check_url(urljoin(str(current), location))
                         if current.scheme == "https" and target.scheme == "http":
                             raise HttpError("refused a redirect from https to plain http")
+                        if response.status_code == 303 or (
+                            response.status_code in (301, 302) and method == "POST"
+                        ):
+                            method, content = "GET", None
                         if _origin(target) != _origin(current):
+                            if content:
+                                # A body may carry a secret ({{slug.FIELD}} in an http
+                                # tool's body) like the headers dropped below; it goes
+                                # to the origin it was written for, or nowhere.
+                                raise HttpError(
+                                    f"did not follow the {response.status_code} redirect "
+                                    f"to another origin ({_origin_text(target)}): it would "
+                                    "re-send the request body there"
+                                )
                             send_headers = {
                                 k: v
                                 for k, v in send_headers.items()
                                 if k.lower() not in drop_on_cross_origin
                             }
-                        if response.status_code == 303 or (
-                            response.status_code in (301, 302) and method == "POST"
-                        ):
-                            method, content = "GET", None
                         redirects.append(str(target))
                         current = target
                         continue

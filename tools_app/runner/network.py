@@ -15,9 +15,9 @@ seccomp filter:
 - writes the nftables rules with `nsenter --net`: an output chain with policy drop that
   accepts the sandbox's own loopback, DNS to the resolver, the allowed exceptions, refuses
   (TCP reset / ICMP admin-prohibited, so tools fail fast) every refused range and the
-  console host's own addresses, and accepts the rest (public addresses). Allowed
-  127.0.0.1:port destinations are DNATed to 10.0.2.2:port (slirp's alias of the host's
-  loopback), which needs route_localnet in this namespace.
+  console host's own addresses, subnets and gateways, and accepts the rest (public
+  addresses). Allowed 127.0.0.1:port destinations are DNATed to 10.0.2.2:port (slirp's
+  alias of the host's loopback), which needs route_localnet in this namespace.
 
 A worker that is not root does the same in a user namespace of the run's own (see
 sandbox.rootless()): the gate shell's namespaces are made by `unshare --user --map-root-user
@@ -186,8 +186,14 @@ def ruleset(policy: egress.Policy) -> str:
     accept += others
     refused4 = [n for n, _ in egress.REFUSED if n.version == 4]
     refused6 = [n for n, _ in egress.REFUSED if n.version == 6]
-    refused4 += [ipaddress.ip_network(ip) for ip in policy.own if ip.version == 4]
-    refused6 += [ipaddress.ip_network(ip) for ip in policy.own if ip.version == 6]
+    # The console host's own addresses, subnets and gateways (its LAN), after the allowed
+    # exceptions above, so CONSOLE_TOOL_NETWORK_ALLOW can still name one of them.
+    host = [
+        *(ipaddress.ip_network(ip) for ip in (*policy.own, *policy.gateways)),
+        *policy.subnets,
+    ]
+    refused4 += [n for n in host if n.version == 4]
+    refused6 += [n for n in host if n.version == 6]
     refused6.append(ipaddress.ip_network("::ffff:0:0/96"))  # mapped: judged as IPv4 above
     refused6.append(egress.NAT64)
     lines = ["table inet tool_egress {", "  chain output {"]

@@ -1,0 +1,152 @@
+"""A request body never follows a redirect to another origin (tools_app/http.py): an http
+tool's `{{slug.FIELD}}` in its body stays with the origin it was written for. Two local
+HTTP servers are two origins (different ports); the second records what reaches it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
+from tools_app import egress, http, integrations, runs
+from tools_app.audit import Actor
+from tools_app.models import Tool
+from tools_app.models.runs import RunStatus, RunVia
+from tools_app.versions import save_version
+
+TOKEN = "s3cr3t-body-token-91"
+SAMPLE = {"source": "https://docs.example.com/items", "status": 200, "body": {"ok": True}}
+
+
+class Origin:
+    """One HTTP server: /<status> answers that redirect to `target`, /same307 redirects
+    within this origin, anything else answers 200 after recording the request."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+        self.target = ""
+        origin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                origin.seen.append({"method": self.command, "path": self.path, "body": body})
+                status = self.path.strip("/")
+                if status in ("301", "302", "303", "307", "308"):
+                    self.send_response(int(status))
+                    self.send_header("Location", origin.target)
+                elif status == "same307":
+                    self.send_response(307)
+                    self.send_header("Location", "/landed")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "11")
+                self.end_headers()
+                self.wfile.write(b'{"ok":true}')
+
+            do_GET = do_POST = do_PUT = do_PATCH = _handle
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def origins(settings) -> Iterator[tuple[Origin, Origin]]:
+    first, second = Origin(), Origin()
+    first.target = f"{second.url}/steal"
+    # The console itself is console.test here: 127.0.0.1 is two providers the admin allowed.
+    settings.ALLOWED_HOSTS = ["console.test"]
+    settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{first.port},127.0.0.1:{second.port}"
+    yield first, second
+    first.close()
+    second.close()
+
+
+def allow_both(first: Origin, second: Origin) -> egress.Policy:
+    return egress.build(f"127.0.0.1:{first.port},127.0.0.1:{second.port}")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("status", [307, 308])
+def test_it_never_sends_an_http_tools_secret_body_to_another_origin(
+    origins,
+    fernet_keys,  # noqa: F811
+    status,
+) -> None:
+    first, second = origins
+    fernet_keys("A")
+    integrations.create_integration(
+        "apify", "apify", actor=Actor.system(), secrets={"token": TOKEN}
+    )
+    text = (
+        "---\nname: poster\ndescription: Posts to a local API.\nkind: http\n"
+        "integrations: [apify]\nrequest:\n  method: POST\n"
+        f"  url: {first.url}/{status}\n"
+        '  body: {token: "{{apify.APIFY_TOKEN}}", q: 1}\n  response: text\n---\n# Poster\n'
+    )
+    files = {"TOOL.md": text.encode(), "samples/ok.json": json.dumps(SAMPLE).encode()}
+    save_version("poster", files, actor=Actor.system(), publish=True)
+    version = Tool.objects.get(name="poster").published_version
+    run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
+    run = runs.execute_run(run.pk)
+
+    assert run.status == RunStatus.FAILED, run.result
+    message = run.result["content"][0]["text"]
+    assert (
+        f"did not follow the {status} redirect to another origin ({second.url}): "
+        "it would re-send the request body there"
+    ) in message
+    assert json.loads(first.seen[0]["body"]) == {"token": TOKEN, "q": 1}  # its own origin
+    assert second.seen == []
+    assert TOKEN not in json.dumps(run.result)
+
+
+@pytest.mark.parametrize("method, status", [("PUT", 302), ("PATCH", 301), ("POST", 307)])
+def test_it_never_re_sends_a_body_to_another_origin_from_the_console(
+    origins, method, status
+) -> None:
+    """The same for every caller of http.request (connection tests send a body too):
+    301/302 keep the method and body for anything but POST."""
+    first, second = origins
+    with pytest.raises(http.HttpError, match=f"did not follow the {status} redirect"):
+        http.request(
+            method,
+            f"{first.url}/{status}",
+            content=f'{{"token": "{TOKEN}"}}',
+            policy=allow_both(first, second),
+        )
+    assert second.seen == []
+
+
+def test_it_still_follows_what_re_sends_no_body_elsewhere(origins) -> None:
+    """A body stays on a 307 within its origin; a 303 (or a 302 after a POST) to another
+    origin becomes a GET without the body and is followed."""
+    first, second = origins
+    policy = allow_both(first, second)
+    result = http.request("POST", f"{first.url}/same307", content=TOKEN, policy=policy)
+    assert result.status == 200
+    assert first.seen[-1] == {"method": "POST", "path": "/landed", "body": TOKEN.encode()}
+    for status in (303, 302):
+        result = http.request("POST", f"{first.url}/{status}", content=TOKEN, policy=policy)
+        assert result.status == 200 and result.url == f"{second.url}/steal"
+        assert second.seen[-1] == {"method": "GET", "path": "/steal", "body": b""}
+    result = http.request("GET", f"{first.url}/307", policy=policy)  # no body: followed
+    assert result.status == 200 and second.seen[-1]["path"] == "/steal"
