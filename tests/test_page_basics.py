@@ -3,6 +3,8 @@ content; the login page says what the product is."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -46,3 +48,28 @@ def test_dismissing_never_redirects_elsewhere(viewer_client):
 def test_the_api_docs_link_back_to_the_console(client):
     description = client.get("/api/openapi.json").json()["info"]["description"]
     assert "[← Back to the Tool Console](/)" in description
+
+
+@pytest.mark.parametrize(
+    ("path", "current"),
+    [("/tools/", "Tools"), ("/tools/-/new/", "Tools"), ("/runs/", "Runs"), ("/docs/", "Docs")],
+)
+def test_the_nav_marks_the_section_of_the_page(console_admin_client, path, current):
+    page = console_admin_client.get(path).content.decode()
+    nav = page[page.index('<nav aria-label="Main">') : page.index("</nav>")]
+    marked = re.findall(r'aria-current="page"[^>]*>([^<]+)<', nav)
+    assert marked == [current]
+
+
+def test_the_home_page_marks_no_section(console_admin_client):
+    page = console_admin_client.get("/").content.decode()
+    nav = page[page.index('<nav aria-label="Main">') : page.index("</nav>")]
+    assert "aria-current" not in nav
+
+
+def test_flash_messages_sit_in_the_content_column(console_admin_client, make_tool):
+    make_tool("alpha", publish=False)
+    follow = console_admin_client.post("/tools/alpha/publish/1/", follow=True)
+    page = follow.content.decode()
+    assert 'class="messages"' in page
+    assert page.index('<main id="main"') < page.index('class="messages"')

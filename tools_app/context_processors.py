@@ -14,7 +14,17 @@ def console(request: HttpRequest) -> dict:
         "is_admin": has_role(user, ADMIN),
         "is_developer": has_role(user, DEVELOPER),
         "can_audit": can_audit(user),
+        "section": nav_section(request.path),
         "console_warnings": console_warnings(),
         # The nav's warning dot: one query.
         "worker_alive": worker_alive(),
     }
+
+
+# The first part of a path, for the nav's aria-current: tools/-/new/ is under Tools.
+_SECTIONS = {"tools", "runs", "integrations", "tokens", "audit", "system", "docs"}
+
+
+def nav_section(path: str) -> str:
+    first = path.strip("/").split("/", 1)[0]
+    return first if first in _SECTIONS else ""
