@@ -28,8 +28,13 @@ def test_it_compares_frontmatter_body_and_each_file_separately():
     [changed] = [row for row in front.rows if row.kind != "equal"]
     assert changed.kind == "replace"
     assert "One." in changed.left.html and "Two." in changed.right.html
-    assert changed.left.number == changed.right.number == 2  # line 2 of the frontmatter
-    assert sections["TOOL.md body"].status == "changed"
+    # Line 3 of TOOL.md (line 2 of the frontmatter, after its fence), as the editor says.
+    assert changed.left.number == changed.right.number == 3
+    body = sections["TOOL.md body"]
+    assert body.status == "changed"
+    [changed_body] = [row for row in body.rows if row.kind == "replace"]
+    text = a["TOOL.md"].decode().splitlines()
+    assert text[changed_body.left.number - 1] == "Call it."
     assert sections["index.ts"].status == "unchanged"
     added = sections["lib/util.ts"]
     assert added.status == "added" and added.added == 1 and added.removed == 0

@@ -60,10 +60,17 @@ class Section:
 
 def split_toolmd(text: str) -> tuple[str, str]:
     """(frontmatter YAML, body) of a TOOL.md; ("", text) when it has no frontmatter."""
+    front, body, _ = _split_toolmd_lines(text)
+    return front, body
+
+
+def _split_toolmd_lines(text: str) -> tuple[str, str, int]:
+    """split_toolmd, and how many of the file's lines come before the body (the
+    frontmatter and its two fences), so the diff numbers lines as the editor does."""
     match = _FRONTMATTER_RE.match(text)
     if match is None:
-        return "", text
-    return match.group(1), text[match.end() :]
+        return "", text, 0
+    return match.group(1), text[match.end() :], text[: match.end()].count("\n")
 
 
 def highlight_lines(text: str, filename: str) -> list[SafeString]:
@@ -91,8 +98,11 @@ def _css_class(ttype: _TokenType) -> str:
     return STANDARD_TYPES[ttype]
 
 
-def diff_text(a: str, b: str, filename: str, context: int = CONTEXT) -> tuple[list[Row], int, int]:
-    """Side-by-side rows for two texts, and the counts of removed and added lines."""
+def diff_text(
+    a: str, b: str, filename: str, context: int = CONTEXT, *, a_first: int = 1, b_first: int = 1
+) -> tuple[list[Row], int, int]:
+    """Side-by-side rows for two texts, and the counts of removed and added lines. Lines
+    are numbered from `a_first` and `b_first` (a part of a file starts further down)."""
     a_lines, b_lines = a.splitlines(), b.splitlines()
     if len(a_lines) > MAX_DIFF_LINES or len(b_lines) > MAX_DIFF_LINES:
         return [], 0, 0
@@ -101,6 +111,7 @@ def diff_text(a: str, b: str, filename: str, context: int = CONTEXT) -> tuple[li
     rows: list[Row] = []
     removed = added = 0
     opcodes = matcher.get_opcodes()
+    a_shift, b_shift = a_first - 1, b_first - 1
     for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
         if tag == "equal":
             rows += _equal_rows(
@@ -113,13 +124,14 @@ def diff_text(a: str, b: str, filename: str, context: int = CONTEXT) -> tuple[li
                 context,
                 first=index == 0,
                 last=index == len(opcodes) - 1,
+                shift=(a_shift, b_shift),
             )
             continue
         removed += i2 - i1
         added += j2 - j1
         for k in range(max(i2 - i1, j2 - j1)):
-            left = Cell(i1 + k + 1, a_html[i1 + k]) if i1 + k < i2 else None
-            right = Cell(j1 + k + 1, b_html[j1 + k]) if j1 + k < j2 else None
+            left = Cell(a_shift + i1 + k + 1, a_html[i1 + k]) if i1 + k < i2 else None
+            right = Cell(b_shift + j1 + k + 1, b_html[j1 + k]) if j1 + k < j2 else None
             kind = "replace" if left and right else ("delete" if left else "insert")
             rows.append(Row(kind, left, right))
     return rows, removed, added
@@ -136,6 +148,7 @@ def _equal_rows(
     *,
     first: bool,
     last: bool,
+    shift: tuple[int, int] = (0, 0),
 ) -> list[Row]:
     """Unchanged lines: `context` lines next to each change, the rest as one skipped row."""
     count = i2 - i1
@@ -152,7 +165,11 @@ def _equal_rows(
         if hidden and position == keep_head:
             rows.append(Row("skipped", skipped=hidden))
         rows.append(
-            Row("equal", Cell(i1 + k + 1, a_html[i1 + k]), Cell(j1 + k + 1, b_html[j1 + k]))
+            Row(
+                "equal",
+                Cell(shift[0] + i1 + k + 1, a_html[i1 + k]),
+                Cell(shift[1] + j1 + k + 1, b_html[j1 + k]),
+            )
         )
     if hidden and keep_head == len(keep):
         rows.append(Row("skipped", skipped=hidden))
@@ -169,33 +186,42 @@ def _text(data: bytes | None) -> str | None:
         return None
 
 
-def _text_section(title: str, filename: str, a: str | None, b: str | None) -> Section:
-    """A section comparing two texts; None on a side means the file is absent there."""
+def _text_section(
+    title: str, filename: str, a: str | None, b: str | None, firsts: tuple[int, int] = (1, 1)
+) -> Section:
+    """A section comparing two texts; None on a side means the file is absent there.
+    `firsts`: the file's line numbers of each side's first line."""
     if a == b:
         status = "unchanged"
     else:
         status = "added" if a is None else "removed" if b is None else "changed"
-    rows, removed, added = diff_text(a or "", b or "", filename)
+    rows, removed, added = diff_text(
+        a or "", b or "", filename, a_first=firsts[0], b_first=firsts[1]
+    )
     section = Section(title, filename, status, rows, added, removed)
     if not rows and status != "unchanged" and (a or b):
         section.note = f"too long to compare line by line (more than {MAX_DIFF_LINES} lines)"
     return section
 
 
-def _toolmd_parts(files: Mapping[str, bytes]) -> tuple[str | None, str | None]:
+def _toolmd_parts(files: Mapping[str, bytes]) -> tuple[str | None, str | None, int]:
+    """(frontmatter, body, lines before the body) of a folder's TOOL.md."""
     data = files.get("TOOL.md")
     if data is None:
-        return None, None
+        return None, None, 0
     # A TOOL.md that is not UTF-8 is invalid anyway; show what can be read of it.
-    return split_toolmd(data.decode("utf-8-sig", errors="replace"))
+    return _split_toolmd_lines(data.decode("utf-8-sig", errors="replace"))
 
 
 def diff_files(a: Mapping[str, bytes], b: Mapping[str, bytes]) -> list[Section]:
-    """Sections for two tool folders: frontmatter, body, then every other file by path."""
-    (a_front, a_body), (b_front, b_body) = _toolmd_parts(a), _toolmd_parts(b)
+    """Sections for two tool folders: frontmatter, body, then every other file by path.
+    TOOL.md's lines keep the numbers they have in the file (and the editor): the
+    frontmatter starts at line 2, after its fence, and the body after the closing one."""
+    (a_front, a_body, a_before), (b_front, b_body, b_before) = _toolmd_parts(a), _toolmd_parts(b)
+    front_firsts = (2 if a_before else 1, 2 if b_before else 1)
     sections = [
-        _text_section("TOOL.md frontmatter", "frontmatter.yaml", a_front, b_front),
-        _text_section("TOOL.md body", "TOOL.md", a_body, b_body),
+        _text_section("TOOL.md frontmatter", "frontmatter.yaml", a_front, b_front, front_firsts),
+        _text_section("TOOL.md body", "TOOL.md", a_body, b_body, (a_before + 1, b_before + 1)),
     ]
     for path in sorted((set(a) | set(b)) - {"TOOL.md"}):
         left, right = a.get(path), b.get(path)
