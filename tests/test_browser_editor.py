@@ -105,7 +105,8 @@ def test_edit_validate_save_diff_roll_back_publish(admin_page, live_server, tran
     page.keyboard.type("description: A broken idea.")
     page.fill("#id_note", "try another description")
     page.screenshot(path=str(ARTIFACTS / "editor-2-fixed.png"), full_page=True)
-    page.click("button[name=save]")
+    # Ctrl+S saves from wherever focus is (here the note field), as in any editor.
+    page.keyboard.press("Control+s")
 
     expect(page.locator(".messages")).to_contain_text("Saved version 3.")
     tool = Tool.objects.get(name="demo")

@@ -163,6 +163,18 @@ function jumpToProblem(event) {
   }
 }
 
+// Ctrl+S (Cmd+S on a Mac) presses the page's Save button wherever focus is, in an editor
+// or not, instead of the browser's "save page as". The submit goes through the form, so
+// its checks and the server's answer are the same as for a click.
+function saveShortcut(event) {
+  if (!(event.ctrlKey || event.metaKey) || event.altKey || event.key.toLowerCase() !== "s") return;
+  const button = document.querySelector("button[data-save-shortcut]");
+  if (!button || !button.form) return;
+  event.preventDefault();
+  for (const [textarea, view] of views) textarea.value = view.state.doc.toString();
+  button.form.requestSubmit(button);
+}
+
 function enhanceAll(root) {
   for (const textarea of (root || document).querySelectorAll("textarea[data-code-editor]")) {
     enhance(textarea);
@@ -173,6 +185,7 @@ function enhanceAll(root) {
 function start() {
   enhanceAll(document);
   document.addEventListener("click", jumpToProblem);
+  document.addEventListener("keydown", saveShortcut);
   // Live validation swaps in a new problem list (an outerHTML swap, so listen on the
   // document: the old element is gone by the time events fire on it).
   document.addEventListener("htmx:load", applyProblems);
