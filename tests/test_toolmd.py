@@ -866,3 +866,37 @@ def test_it_refuses_to_set_a_version_it_cannot_place(text: str) -> None:
 def test_it_refuses_bad_version_numbers(version: int) -> None:
     with pytest.raises(ValueError):
         set_frontmatter_version("---\nname: t\n---\n", version)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def execute(a, b, c, d):\n  x = 1\n    y = 2\n", "index.py:3: python: Indentation error"),
+        ("def execute(a, b, c, d):\n  return (\n", "index.py:2: python: Syntax error"),
+        ("if 1:\n\tx = 1\n        y = 2\n", "index.py:3: python: Indentation error"),
+        ("x = 1\0\n", "index.py:1: python: Syntax error: source code string cannot contain null"),
+    ],
+)
+def test_it_reports_a_python_syntax_error_at_its_line(source, expected):
+    from tests.conftest import tool_files
+
+    files = tool_files("p", "python", source=source)
+
+    result = validate_files(files, "p/TOOL.md")
+
+    assert result.manifest is None
+    assert any(str(problem).startswith(f"p/{expected}") for problem in result.problems), [
+        str(p) for p in result.problems
+    ]
+
+
+def test_it_parses_python_it_never_runs(tmp_path):
+    """The check reads the code: a tool that would write a file on import writes nothing."""
+    from tests.conftest import tool_files
+
+    marker = tmp_path / "ran"
+    source = f"open({str(marker)!r}, 'w').write('x')\ndef execute(a, b, c, d):\n    pass\n"
+
+    result = validate_files(tool_files("p", "python", source=source), "p/TOOL.md")
+
+    assert result.manifest is not None and not marker.exists()

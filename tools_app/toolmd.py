@@ -24,6 +24,7 @@ Choices the design leaves open, fixed here:
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 import re
@@ -1124,9 +1125,31 @@ def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
     else:
         problems += _entry_problems(files, result.manifest.language, toolmd_path, 1)
         problems += _samples_in_code_tool(files, toolmd_path)
+        if result.manifest.language == "python":
+            problems += python_syntax_problems(files, toolmd_path)
     if any(p.severity == ERROR for p in problems):
         return ParseResult(None, problems, result.lines)
     return ParseResult(result.manifest, problems, result.lines)
+
+
+def python_syntax_problems(files: Mapping[str, bytes], toolmd_path: str) -> list[Problem]:
+    """Each .py file's first syntax error (bad indentation included), at its line: the
+    file is parsed only, never run. A tool whose code cannot even be read fails every
+    run, so this is an error, like a missing entry file."""
+    folder = toolmd_path.rpartition("/")[0]
+    problems = []
+    for name, data in sorted(files.items()):
+        if not name.endswith(".py"):
+            continue
+        path = f"{folder}/{name}" if folder else name
+        try:
+            compile(data, name, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as exc:  # IndentationError and TabError too
+            what = "Syntax error" if type(exc) is SyntaxError else "Indentation error"
+            problems.append(Problem(path, exc.lineno or 1, "python", f"{what}: {exc.msg}"))
+        except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, deep nesting
+            problems.append(Problem(path, 1, "python", f"cannot be parsed: {exc}"))
+    return problems
 
 
 def _declares_http(data: bytes) -> bool:
