@@ -554,3 +554,26 @@ def test_it_redacts_each_item_of_a_sensitive_list_input(server) -> None:
     stored = json.dumps(Run.objects.get(pk=run.pk).result)
     assert "k3y-alpha-1" not in stored and "k3y-beta-22" not in stored
     assert "key={{input.keys.0}}&key={{input.keys.1}}" in stored
+
+
+def test_it_leaves_an_optional_body_member_out_when_it_is_not_given(server) -> None:
+    """As a query parameter is: an API may refuse a null it did not ask for."""
+    request = """  method: POST
+  url: BASE/item/new
+  body: {name: "{{name}}", tag: "{{tag}}", nested: {tag: "{{tag}}"}}
+"""
+    inputs = """  name: {type: string, description: Name}
+  tag: {type: string, description: Tag, optional: true}
+"""
+    tool = make(toolmd(server, request, inputs=inputs))
+
+    without = run_of(tool, {"name": "Rex"})
+    given = run_of(tool, {"name": "Rex", "tag": "dog"})
+
+    assert without.status == given.status == RunStatus.SUCCEEDED, without.result
+    assert json.loads(server.seen[0]["body"]) == {"name": "Rex", "nested": {}}
+    assert json.loads(server.seen[1]["body"]) == {
+        "name": "Rex",
+        "tag": "dog",
+        "nested": {"tag": "dog"},
+    }

@@ -170,9 +170,11 @@ def test_it_refuses_the_petstores_http_server_and_imports_it_with_server(db):
         "deletePet: created delete_pet (no outputs: the response is undocumented)",
     ]
     add = _manifest("add_pet")
-    assert add.request["body"] == "{{body}}"
-    assert add.inputs["body"].type == "json" and not add.inputs["body"].optional
-    assert "name (string, required), tag (string)" in add.inputs["body"].description
+    # The object body's properties are typed inputs; the body is a template of them.
+    assert add.request["body"] == {"name": "{{name}}", "tag": "{{tag}}"}
+    assert add.inputs["name"].type == "string" and not add.inputs["name"].optional
+    assert add.inputs["tag"].type == "string" and add.inputs["tag"].optional
+    assert "body" not in add.inputs
     # Pet is allOf NewPet + {id}: the sample is built from the documented schema only.
     sample = json.loads(_files("add_pet")["samples/openapi.json"])
     assert sample["body"] == {"name": "string", "tag": "string", "id": 0}
@@ -759,3 +761,63 @@ def test_it_refuses_to_fetch_a_document_from_loopback_unless_allowed(db, setting
     out, code = _run(spec_server, "--operation", "list-data-sets")
     assert code == 0, out
     assert "list-data-sets: created list_data_sets (outputs: total, apis)" in out
+
+
+def test_an_object_bodys_properties_become_typed_inputs(db, tmp_path):
+    schema = {
+        "type": "object",
+        "required": ["title", "count"],
+        "properties": {
+            "id": {"type": "string", "readOnly": True},
+            "title": {"type": "string", "description": "What to call it."},
+            "count": {"type": "integer"},
+            "kind": {"type": "string", "enum": ["a", "b"]},
+            "labels": {"type": "array", "items": {"type": "string"}},
+            "owner": {"type": "object", "properties": {"name": {"type": "string"}}},
+        },
+    }
+    op = {
+        "operationId": "makeThing",
+        "summary": "Make a thing",
+        "description": "Creates a thing and returns it",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+        "responses": {"204": {"description": "made"}},
+    }
+    out, code = _run(_write(tmp_path, _spec({"/things": {"post": op}})))
+    assert code == 0, out
+    thing = _manifest("make_thing")
+
+    assert thing.request["body"] == {
+        "title": "{{title}}",
+        "count": "{{count}}",
+        "kind": "{{kind}}",
+        "labels": "{{labels}}",
+        "owner": "{{owner}}",
+    }
+    inputs = thing.inputs
+    assert "id" not in inputs  # readOnly: the server's to fill
+    assert (inputs["title"].type, inputs["title"].optional) == ("string", False)
+    assert inputs["title"].description == "What to call it."
+    assert (inputs["count"].type, inputs["count"].optional) == ("integer", False)
+    assert inputs["kind"].type == "enum" and inputs["kind"].values == ("a", "b")
+    assert inputs["labels"].type == "string[]" and inputs["labels"].optional
+    assert inputs["owner"].type == "json"  # nested objects stay one input
+    # No filler text: what the document says, or the field's place and type.
+    assert inputs["count"].description == "The request body's `count` field (integer)."
+    assert not any("No description" in spec.description for spec in inputs.values())
+    # The operation's own description reaches agents, not only the page.
+    assert thing.description == "Make a thing. Creates a thing and returns it."
+
+
+def test_a_body_that_takes_other_keys_stays_one_json_input(db, tmp_path):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    schema["additionalProperties"] = True
+    op = {
+        "operationId": "open",
+        "requestBody": {"content": {"application/json": {"schema": schema}}},
+        "responses": {"204": {"description": "ok"}},
+    }
+    out, code = _run(_write(tmp_path, _spec({"/open": {"post": op}})))
+    assert code == 0, out
+    manifest = _manifest("open")
+    assert manifest.request["body"] == "{{body}}" and manifest.inputs["body"].type == "json"

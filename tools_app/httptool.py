@@ -121,9 +121,17 @@ def render_url(template: str, values: Values) -> str:
 
 
 def render_json(template: Any, values: Values) -> Any:
-    """The body built on the parsed structure: a whole-string `{{x}}` is x's JSON value."""
+    """The body built on the parsed structure: a whole-string `{{x}}` is x's JSON value.
+    An object's member whose template is one optional input that was not given is left
+    out, as a query parameter is (an API may refuse a null it did not ask for)."""
     if isinstance(template, dict):
-        return {key: render_json(item, values) for key, item in template.items()}
+        rendered = {}
+        for key, item in template.items():
+            whole = _WHOLE.fullmatch(item) if isinstance(item, str) else None
+            if whole is not None and not values.lookup(whole.group(1))[0]:
+                continue
+            rendered[key] = render_json(item, values)
+        return rendered
     if isinstance(template, list):
         return [render_json(item, values) for item in template]
     if isinstance(template, str):

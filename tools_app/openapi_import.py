@@ -573,9 +573,19 @@ class _Builder:
         body = self.request_body(raw, where, draft)
         if draft.skipped:
             return draft
-        if body is not None:
+        fields = body_fields(body) if body is not None else None
+        if fields is not None:
+            # An object body's top-level properties become typed inputs, the body a JSON
+            # template of them (an optional one not given is left out of the object).
+            template = {}
+            for key, (schema, description, required) in fields.items():
+                iname = input_name(key, "body")
+                inputs[iname] = _body_field_spec(schema, description, required)
+                template[key] = "{{" + iname + "}}"
+            request["body"] = template
+        elif body is not None:
             body_name = input_name("body", "body")
-            inputs[body_name] = body
+            inputs[body_name] = body.spec
             request["body"] = "{{" + body_name + "}}"
 
         integrations = self.security(raw, headers, query, draft)
@@ -584,8 +594,12 @@ class _Builder:
         outputs, sample, response = self.response(raw, op, draft)
         request["response"] = response
 
+        # The summary and the operation's own description: agents read only this field.
+        said = [str(raw.get(key) or "").strip() for key in ("summary", "description")]
+        said = [text for text in dict.fromkeys(said) if text]
         description = _text(
-            raw.get("summary") or raw.get("description") or f"{where} of {self.title}",
+            " ".join(t if t.endswith((".", "!", "?")) else f"{t}." for t in said)
+            or f"{where} of {self.title}",
             toolmd.MAX_DESCRIPTION,
         )
         front: dict[str, Any] = {
@@ -613,7 +627,7 @@ class _Builder:
         draft.files = files
         return draft
 
-    def request_body(self, raw: dict[str, Any], where: str, draft: Draft) -> dict[str, Any] | None:
+    def request_body(self, raw: dict[str, Any], where: str, draft: Draft) -> RequestBody | None:
         if "requestBody" not in raw:
             return None
         body = self.resolver.full(raw["requestBody"])
@@ -642,7 +656,7 @@ class _Builder:
         }
         if not required:
             spec["optional"] = True
-        return spec
+        return RequestBody(spec, _merged(schema), required)
 
     def schema_summary(self, schema: Any) -> str:
         schema = _merged(schema)
@@ -805,6 +819,63 @@ class _Builder:
         if draft.notes:
             lines += ["", "## Notes", ""] + [f"- {note}" for note in draft.notes]
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class RequestBody:
+    """A JSON request body: the one `json` input that sends it whole, and its schema."""
+
+    spec: dict[str, Any]
+    schema: Any
+    required: bool
+
+
+# An object body with more top-level properties than this stays one `json` input.
+MAX_BODY_FIELDS = 30
+
+
+def body_fields(body: RequestBody) -> dict[str, tuple[Any, str, bool]] | None:
+    """{property: (schema, description, required)} when the body is an object whose
+    properties are all listed (an object that takes other keys too stays one input)."""
+    schema = body.schema
+    if _schema_type(schema) != "object" or not isinstance(schema.get("properties"), dict):
+        return None
+    properties = schema["properties"]
+    extra = schema.get("additionalProperties")
+    if not properties or len(properties) > MAX_BODY_FIELDS or extra not in (None, False):
+        return None
+    needed = set(schema.get("required") or [])
+    fields = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or not key or "{{" in key or "}}" in key:
+            return None
+        if isinstance(value, dict) and value.get("readOnly"):
+            continue  # the server's to fill (an id), never sent
+        said = value.get("description") if isinstance(value, dict) else None
+        # No filler: what the document does say (the field's place in the body, its type).
+        type_ = _schema_type(value) or "any JSON value"
+        description = _text(said or f"The request body's `{key}` field ({type_}).")
+        fields[key] = (value, description, body.required and key in needed)
+    return fields or None
+
+
+def _body_field_spec(schema: Any, description: str, required: bool) -> dict[str, Any]:
+    """A typed input for one body property: scalars and enums as themselves, a list of
+    scalars as a list input, anything nested as `json` (sent as given)."""
+    type_ = _schema_type(schema)
+    if type_ == "object" or (type_ is None and not isinstance(schema, dict)):
+        spec = {"type": "json", "description": description}
+    elif type_ == "array":
+        item = _schema_type(schema.get("items"))
+        list_type = _ARRAY_ITEM_TYPES.get(item or "")
+        spec = {"type": list_type or "json", "description": description}
+    elif type_ is None:
+        spec = {"type": "json", "description": description}
+    else:
+        return _input_spec(schema, description, required)
+    if not required:
+        spec["optional"] = True
+    return spec
 
 
 def _merged(schema: Any) -> Any:
