@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
 from django.urls import reverse
 
 from console.settings import envcpus
@@ -20,6 +21,8 @@ from tests import unprivileged
 from tests.conftest import require
 from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.heartbeat import Beater
+from tools_app.models import WorkerHeartbeat
 from tools_app.models.runs import RunVia
 from tools_app.runner import (
     SUCCEEDED,
@@ -257,3 +260,52 @@ def test_the_run_page_says_when_a_run_had_no_cpu_limit(
     assert finished.cpu_limit == "none"
     assert "CPU limit: none" in page
     assert any(n.startswith("no CPU limit (1 CPU) on this run") for n in finished.notices)
+
+
+@pytest.fixture
+def admin_client(console_admin) -> Client:
+    client = Client()
+    client.force_login(console_admin)
+    return client
+
+
+def beat_once(name: str) -> WorkerHeartbeat:
+    """A worker's real heartbeat thread, until its row is there (it forgets it at stop)."""
+    beater = Beater(name, "console", 1)
+    beater.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (row := WorkerHeartbeat.objects.filter(name=name).first()):
+            assert time.monotonic() < deadline, "no heartbeat"
+            time.sleep(0.02)
+        return row
+    finally:
+        beater.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_system_page_shows_each_workers_cpu_limit(admin_client) -> None:
+    require_cpu_cgroup()
+
+    row = beat_once("celery@cpu-limited")
+    row.pk = None
+    row.save()  # the stopped beater forgot its row; the page shows it as a live worker's
+    page = admin_client.get(reverse("system")).content.decode()
+
+    assert row.cpu_limit == "1 CPU per run"
+    assert "<td>1 CPU per run</td>" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_system_page_says_when_a_worker_gives_runs_no_cpu_limit(
+    admin_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOL_CONSOLE_CGROUPS", "off")
+
+    row = beat_once("celery@cpu-unlimited")
+    row.pk = None
+    row.save()
+    page = admin_client.get(reverse("system")).content.decode()
+
+    assert row.cpu_limit == "none: cgroups are disabled by TOOL_CONSOLE_CGROUPS"
+    assert '<td class="error">none: cgroups are disabled by TOOL_CONSOLE_CGROUPS</td>' in page

@@ -261,6 +261,24 @@ def cpu_unlimited_reason(cgroup: RunCgroup | None) -> str:
     return "the worker could not make a cgroup for the run"
 
 
+def probe_cpu() -> str:
+    """Why runs of this process get no CPU limit ("" when they do), by making and removing
+    one cpu cgroup: a non-root worker sees the controller but may not write to it."""
+    if not enabled() or "cpu" in _broken or "cpu" not in _hierarchies():
+        return cpu_unlimited_reason(None)
+    hierarchy = _hierarchies()["cpu"]
+    path = hierarchy.own_dir / f"{PREFIX}probe-{uuid.uuid4().hex[:8]}"
+    try:
+        _make("cpu", hierarchy, path.name, {"cpu": CPU_PERIOD_US})
+    except OSError:
+        _broken.add("cpu")
+        return cpu_unlimited_reason(None)
+    finally:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    return ""
+
+
 def describe() -> str:
     """E.g. "memory: cgroup v1, pids: cgroup v1, cpu: cgroup v1", for diagnostics."""
     if not enabled():
