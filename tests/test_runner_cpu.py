@@ -36,6 +36,9 @@ from tools_app.runner import (
 )
 
 HALF = Limits(timeout=120, grace_seconds=1, cpus=0.5)
+# 5 ms of CPU per 100 ms: the busy tools below hit it even on a machine loaded enough that
+# a larger share would never be used up (then nothing is throttled).
+TINY = Limits(timeout=120, grace_seconds=1, cpus=0.05)
 ENTRY = {"python": "index.py", "bash": "index.sh"}
 # Four busy processes, a fixed amount of work each; an update once they all started.
 BUSY_PY = """
@@ -47,7 +50,7 @@ BUSY_PY = """
             pid = os.fork()
             if pid == 0:
                 n = 0
-                for i in range(4_000_000):
+                for i in range(1_000_000):
                     n += i
                 os._exit(0)
             children.append(pid)
@@ -57,7 +60,7 @@ BUSY_PY = """
     """
 BUSY_SH = """
     for n in 1 2 3 4; do
-      ( i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done ) &
+      ( i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done ) &
     done
     echo busy >&3
     wait
@@ -72,7 +75,9 @@ def make_tool(tmp_path: Path, language: str, source: str) -> Path:
     return folder
 
 
-def run_tool(tmp_path: Path, language: str, source: str, on_update=None) -> RunOutcome:
+def run_tool(
+    tmp_path: Path, language: str, source: str, on_update=None, limits: Limits = HALF
+) -> RunOutcome:
     request = RunRequest(
         tool_dir=make_tool(tmp_path, language, source),
         language=language,
@@ -81,7 +86,7 @@ def run_tool(tmp_path: Path, language: str, source: str, on_update=None) -> RunO
         tool_call_id=f"call-{uuid.uuid4().hex[:8]}",
         env={},
         secrets={},
-        limits=HALF,
+        limits=limits,
         work_root=tmp_path / "runs" / uuid.uuid4().hex[:8],
     )
     return run(request, on_update=on_update)
@@ -137,13 +142,13 @@ def test_it_slows_a_cold_bash_run_down_to_its_cpu_limit(
         (cgroup,) = made
         seen.append(cpu_max(cgroup))
 
-    outcome = run_tool(tmp_path, "bash", BUSY_SH, on_update=on_update)
+    outcome = run_tool(tmp_path, "bash", BUSY_SH, on_update=on_update, limits=TINY)
 
     assert outcome.status == SUCCEEDED, outcome
     assert texts(outcome).strip() == "done"  # every busy loop ran to its end: slowed, not killed
-    assert seen == ["50000 100000"]
-    assert outcome.cpu_limit == "0.5 CPU"
-    assert "the tool was slowed down to its CPU limit (0.5 CPU)" in outcome.notices
+    assert seen == ["5000 100000"]
+    assert outcome.cpu_limit == "0.05 CPU"
+    assert "the tool was slowed down to its CPU limit (0.05 CPU)" in outcome.notices
 
 
 def test_it_slows_a_run_in_a_spare_sandbox_down_to_its_cpu_limit(
@@ -152,7 +157,8 @@ def test_it_slows_a_run_in_a_spare_sandbox_down_to_its_cpu_limit(
     require_cpu_cgroup()
     monkeypatch.setenv("TOOL_CONSOLE_SPARE_SANDBOXES", "on")
     try:
-        warm = run_tool(tmp_path, "python", "def execute(*a):\n    return {'content': []}\n")
+        idle = "def execute(*a):\n    return {'content': []}\n"
+        warm = run_tool(tmp_path, "python", idle, limits=TINY)
         assert warm.status == SUCCEEDED, warm
         deadline = time.monotonic() + 20
         while standby._keeper.spare is None and time.monotonic() < deadline:
@@ -162,7 +168,11 @@ def test_it_slows_a_run_in_a_spare_sandbox_down_to_its_cpu_limit(
         seen: list[str] = []
 
         outcome = run_tool(
-            tmp_path, "python", BUSY_PY, on_update=lambda _: seen.append(cpu_max(spare.cgroup))
+            tmp_path,
+            "python",
+            BUSY_PY,
+            on_update=lambda _: seen.append(cpu_max(spare.cgroup)),
+            limits=TINY,
         )
     finally:
         standby.discard_spare()
@@ -170,9 +180,9 @@ def test_it_slows_a_run_in_a_spare_sandbox_down_to_its_cpu_limit(
     assert outcome.spare, outcome
     assert outcome.status == SUCCEEDED, outcome
     assert texts(outcome) == "done [0, 0, 0, 0]"
-    assert seen == ["50000 100000"]
-    assert outcome.cpu_limit == "0.5 CPU"
-    assert "the tool was slowed down to its CPU limit (0.5 CPU)" in outcome.notices
+    assert seen == ["5000 100000"]
+    assert outcome.cpu_limit == "0.05 CPU"
+    assert "the tool was slowed down to its CPU limit (0.05 CPU)" in outcome.notices
 
 
 @unprivileged.when_root
@@ -183,7 +193,7 @@ def test_it_says_so_when_a_non_root_worker_has_no_cpu_cgroup(tmp_path: Path, bwr
     if outcome.cpu_limit != "0.5 CPU":  # a host may delegate a cgroup to the worker's user
         assert outcome.cpu_limit == "none"
         reason = cgroups.cpu_unlimited_reason(None)
-        assert f"no CPU limit (0.5 CPU) on this run: {reason}" in outcome.notices
+        assert f"the CPU limit (0.5 CPU) is not enforced on this run: {reason}" in outcome.notices
 
 
 def test_it_says_so_when_cgroups_are_off(
@@ -196,7 +206,10 @@ def test_it_says_so_when_cgroups_are_off(
 
     assert outcome.status == SUCCEEDED, outcome
     assert outcome.cpu_limit == "none"
-    notice = "no CPU limit (0.5 CPU) on this run: cgroups are disabled by TOOL_CONSOLE_CGROUPS"
+    notice = (
+        "the CPU limit (0.5 CPU) is not enforced on this run: "
+        "cgroups are disabled by TOOL_CONSOLE_CGROUPS"
+    )
     assert notice in outcome.notices
 
 
@@ -259,7 +272,10 @@ def test_the_run_page_says_when_a_run_had_no_cpu_limit(
     page = developer_client.get(reverse("run", args=[finished.pk])).content.decode()
     assert finished.cpu_limit == "none"
     assert "CPU limit: none" in page
-    assert any(n.startswith("no CPU limit (1 CPU) on this run") for n in finished.notices)
+    assert any(
+        n.startswith("the CPU limit (1 CPU) is not enforced on this run: ")
+        for n in finished.notices
+    )
 
 
 @pytest.fixture
@@ -309,3 +325,22 @@ def test_the_system_page_says_when_a_worker_gives_runs_no_cpu_limit(
 
     assert row.cpu_limit == "none: cgroups are disabled by TOOL_CONSOLE_CGROUPS"
     assert '<td class="error">none: cgroups are disabled by TOOL_CONSOLE_CGROUPS</td>' in page
+
+
+def test_it_keeps_a_run_within_a_cpu_limited_worker_on_cgroup_v1(tmp_path: Path) -> None:
+    """cgroup v1 refuses a child quota above the parent's (EINVAL): a worker limited to
+    0.2 CPU (a container's --cpus) gives its runs 0.2 CPU rather than none."""
+    hierarchy = cgroups._hierarchies().get("cpu")
+    require(hierarchy is None or hierarchy.version != 1, "no cgroup v1 cpu hierarchy here")
+    assert hierarchy is not None
+    parent = hierarchy.own_dir / f"{cgroups.PREFIX}test-{uuid.uuid4().hex[:8]}"
+    parent.mkdir()
+    try:
+        (parent / "cpu.cfs_quota_us").write_text("20000")
+        limited = cgroups._Hierarchy(1, parent)
+        child = cgroups._make("cpu", limited, "run", {"cpu": Limits(cpus=2).cpu_quota_us})
+        assert (child / "cpu.cfs_quota_us").read_text().strip() == "20000"
+    finally:
+        for path in (parent / "run", parent):
+            if path.exists():
+                path.rmdir()

@@ -211,7 +211,7 @@ def _make(controller: str, hierarchy: _Hierarchy, name: str, limits: dict[str, i
         _write(path / "pids.max", str(limits["pids"]))
     elif controller == "cpu" and hierarchy.version == 1:
         _write(path / "cpu.cfs_period_us", str(CPU_PERIOD_US))
-        _write(path / "cpu.cfs_quota_us", str(limits["cpu"]))
+        _write(path / "cpu.cfs_quota_us", str(_v1_quota(hierarchy.own_dir, limits["cpu"])))
     elif controller == "cpu":
         _write(path / "cpu.max", f"{limits['cpu']} {CPU_PERIOD_US}")
     elif hierarchy.version == 1:
@@ -223,6 +223,19 @@ def _make(controller: str, hierarchy: _Hierarchy, name: str, limits: dict[str, i
         if (path / "memory.swap.max").exists():
             _write(path / "memory.swap.max", "0")
     return path
+
+
+def _v1_quota(parent: Path, quota_us: int) -> int:
+    """cgroup v1 refuses a child quota above its parent's (v2 takes the lower of the two):
+    within a CPU-limited worker (a container's --cpus), take the parent's share at most."""
+    try:
+        parent_quota = int((parent / "cpu.cfs_quota_us").read_text())
+        parent_period = int((parent / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return quota_us
+    if parent_quota <= 0 or parent_period <= 0:  # -1: unlimited
+        return quota_us
+    return min(quota_us, parent_quota * CPU_PERIOD_US // parent_period)
 
 
 def create(memory_bytes: int, max_tasks: int, cpu_quota_us: int) -> RunCgroup | None:

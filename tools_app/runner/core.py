@@ -276,7 +276,8 @@ class _Execution:
     def _cpu_notice(self) -> None:
         # Never silently unlimited: the run page and the caller learn the CPU limit is off.
         if reason := cgroups.cpu_unlimited_reason(self.cgroup):
-            self._notice(f"no CPU limit ({format_cpus(self.limits.cpus)}) on this run: {reason}")
+            cpus = format_cpus(self.limits.cpus)
+            self._notice(f"the CPU limit ({cpus}) is not enforced on this run: {reason}")
 
     def cpu_limit(self) -> str:
         """The CPU limit as the run had it, for the run page: "1 CPU" or "none"."""
