@@ -155,6 +155,7 @@ def sides(
         memory_mb=settings.RUNNER_MEMORY_MB,
         max_processes=settings.RUNNER_MAX_PROCESSES,
         disk_mb=settings.RUNNER_DISK_MB,
+        cpus=settings.RUNNER_CPUS,
     )
 
     def runner_once(n: int) -> None:

@@ -21,6 +21,21 @@ def envint(name: str, default: str) -> int:
     return int(os.getenv(name, default))
 
 
+def envcpus(name: str, default: str) -> float:
+    """A CPU count for a cgroup's cpu.max: a positive number such as 0.5, 1 or 2."""
+    raw = os.getenv(name, default).strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    # 0.01 CPU is the kernel's smallest quota (1 ms per 100 ms period); nan and inf fail too.
+    if not 0.01 <= value <= 4096:
+        raise ImproperlyConfigured(
+            f"{name} must be a number of CPUs from 0.01 to 4096 (e.g. 0.5, 1 or 2), not {raw!r}"
+        )
+    return value
+
+
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
 
@@ -259,6 +274,8 @@ CELERY_BEAT_SCHEDULE = {
 # Runner limits (DESIGN section 3); settings may lower or raise them.
 RUNNER_MEMORY_MB = envint("CONSOLE_RUNNER_MEMORY_MB", "512")
 RUNNER_MAX_PROCESSES = envint("CONSOLE_RUNNER_MAX_PROCESSES", "64")
+# CPU time per run (a cgroup's cpu.max): a run over it is slowed down, not stopped.
+RUNNER_CPUS = envcpus("CONSOLE_RUNNER_CPUS", "1")
 RUNNER_GRACE_SECONDS = float(os.getenv("CONSOLE_RUNNER_GRACE_SECONDS", "5"))
 # Everything one run may write (work dir, /tmp, output); see tools_app/runner/quota.py.
 RUNNER_DISK_MB = envint("CONSOLE_RUNNER_DISK_MB", "512")

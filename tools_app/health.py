@@ -142,6 +142,7 @@ def workers() -> Check:
                 "queues": w.queues,
                 "concurrency": w.concurrency,
                 "isolation": w.isolation,
+                "cpu_limit": w.cpu_limit,
                 "started_at": w.started_at.isoformat(),
                 "age": _age(w.seen_at),
             }

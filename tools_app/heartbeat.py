@@ -55,6 +55,7 @@ class Beater:
         self.thread: threading.Thread | None = None
         self.failing = False
         self.isolation = ""
+        self.cpu_limit = ""
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self._loop, name="worker-heartbeat", daemon=True)
@@ -66,9 +67,14 @@ class Beater:
             self.thread.join(timeout)
 
     def _loop(self) -> None:
-        from tools_app.runner import isolation_level
+        from tools_app.runner import cgroups, isolation_level
+        from tools_app.runner.limits import format_cpus
 
         self.isolation = isolation_level()[0]
+        reason = cgroups.probe_cpu()
+        self.cpu_limit = (
+            f"none: {reason}" if reason else f"{format_cpus(settings.RUNNER_CPUS)} per run"
+        )
         try:
             while True:
                 with _fork_guard:
@@ -95,6 +101,7 @@ class Beater:
                         queues=self.queues,
                         concurrency=self.concurrency,
                         isolation=self.isolation,
+                        cpu_limit=self.cpu_limit[:200],
                         started_at=self.started_at,
                         seen_at=now,
                     )

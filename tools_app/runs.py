@@ -478,6 +478,7 @@ def limits_for(manifest: Manifest, timeout: float | None) -> runner.Limits:
         max_processes=settings.RUNNER_MAX_PROCESSES,
         grace_seconds=settings.RUNNER_GRACE_SECONDS,
         disk_mb=settings.RUNNER_DISK_MB,
+        cpus=settings.RUNNER_CPUS,
     )
 
 
@@ -618,6 +619,7 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
             isolation_reason=isolation_reason(outcome.isolation)[:500],
             spare=outcome.spare,
             network_policy=outcome.network_policy,
+            cpu_limit=outcome.cpu_limit,
             response=outcome.response,
             exit_code=outcome.exit_code,
             duration=outcome.duration,

@@ -68,6 +68,8 @@ class Run(models.Model):
     spare = models.BooleanField(default=False)
     # The egress policy the run had (tools_app/egress.py), as shown on the run page.
     network_policy = models.TextField(blank=True, default="")
+    # The CPU limit the run had ("1 CPU"; "none" where no cpu cgroup enforced it).
+    cpu_limit = models.CharField(max_length=40, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     # An http tool's JSON response, redacted ({"status", "body"}), so a developer can keep
     # it as a sample (DESIGN.md section 8); null for code tools and other responses.

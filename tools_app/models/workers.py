@@ -30,6 +30,8 @@ class WorkerHeartbeat(models.Model):
     queues = models.CharField(max_length=500, blank=True)
     concurrency = models.PositiveIntegerField(default=0)
     isolation = models.CharField(max_length=16, blank=True)
+    # The CPU limit its runs get ("1 CPU per run"), or "none: <why>" (runner/cgroups.py).
+    cpu_limit = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField()
     seen_at = models.DateTimeField(db_index=True)
 

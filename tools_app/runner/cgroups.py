@@ -1,9 +1,11 @@
-"""Per-run cgroups for the memory and process limits, where the host lets us make them.
+"""Per-run cgroups for the memory, process and CPU limits, where the host lets us make them.
 
 A run gets a child of the console's own cgroup, in cgroup v1 (one directory per controller)
 or v2 (one directory). The launcher joins it before it execs anything, so every process the
 tool starts is counted. Where cgroups are missing or read-only, the runner falls back to
-rlimits plus a watchdog (see core.py). `TOOL_CONSOLE_CGROUPS=off` disables them.
+rlimits plus a watchdog (see core.py); the CPU limit has no such fallback (RLIMIT_CPU kills
+rather than slows), so a run without a cpu cgroup says so in a notice.
+`TOOL_CONSOLE_CGROUPS=off` disables them.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import procs
+from .limits import CPU_PERIOD_US
 
-CONTROLLERS = ("memory", "pids")
+CONTROLLERS = ("memory", "pids", "cpu")
 # pids cgroups count threads, and node alone runs ~11; bwrap adds two helper processes.
 TASK_ALLOWANCE = 32
 PREFIX = "tool-console-run-"
@@ -132,6 +135,16 @@ class RunCgroup:
         return "pids" in self._dirs
 
     @property
+    def limits_cpu(self) -> bool:
+        return "cpu" in self._dirs
+
+    def cpu_throttled(self) -> bool:
+        """Whether the CPU limit slowed the run down at least once."""
+        if "cpu" not in self._dirs:
+            return False
+        return _read_counter(self._dirs["cpu"][1] / "cpu.stat", "nr_throttled") > 0
+
+    @property
     def procs_files(self) -> list[str]:
         return sorted({str(path / "cgroup.procs") for _, path in self._dirs.values()})
 
@@ -196,6 +209,11 @@ def _make(controller: str, hierarchy: _Hierarchy, name: str, limits: dict[str, i
     path.mkdir(exist_ok=True)
     if controller == "pids":
         _write(path / "pids.max", str(limits["pids"]))
+    elif controller == "cpu" and hierarchy.version == 1:
+        _write(path / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+        _write(path / "cpu.cfs_quota_us", str(_v1_quota(hierarchy.own_dir, limits["cpu"])))
+    elif controller == "cpu":
+        _write(path / "cpu.max", f"{limits['cpu']} {CPU_PERIOD_US}")
     elif hierarchy.version == 1:
         _write(path / "memory.limit_in_bytes", str(limits["memory"]))
         if (path / "memory.memsw.limit_in_bytes").exists():
@@ -207,12 +225,26 @@ def _make(controller: str, hierarchy: _Hierarchy, name: str, limits: dict[str, i
     return path
 
 
-def create(memory_bytes: int, max_tasks: int) -> RunCgroup | None:
-    """A fresh cgroup with these limits, or None where the host offers none."""
+def _v1_quota(parent: Path, quota_us: int) -> int:
+    """cgroup v1 refuses a child quota above its parent's (v2 takes the lower of the two):
+    within a CPU-limited worker (a container's --cpus), take the parent's share at most."""
+    try:
+        parent_quota = int((parent / "cpu.cfs_quota_us").read_text())
+        parent_period = int((parent / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return quota_us
+    if parent_quota <= 0 or parent_period <= 0:  # -1: unlimited
+        return quota_us
+    return min(quota_us, parent_quota * CPU_PERIOD_US // parent_period)
+
+
+def create(memory_bytes: int, max_tasks: int, cpu_quota_us: int) -> RunCgroup | None:
+    """A fresh cgroup with these limits (CPU: microseconds per CPU_PERIOD_US), or None
+    where the host offers none."""
     if not enabled():
         return None
     name = f"{PREFIX}{uuid.uuid4().hex[:16]}"
-    limits = {"memory": memory_bytes, "pids": max_tasks}
+    limits = {"memory": memory_bytes, "pids": max_tasks, "cpu": cpu_quota_us}
     dirs: dict[str, tuple[int, Path]] = {}
     for controller, hierarchy in _hierarchies().items():
         if controller in _broken:
@@ -229,8 +261,39 @@ def create(memory_bytes: int, max_tasks: int) -> RunCgroup | None:
     return RunCgroup(dirs) if dirs else None
 
 
+def cpu_unlimited_reason(cgroup: RunCgroup | None) -> str:
+    """Why a run with this cgroup has no CPU limit ("" when it has one)."""
+    if cgroup is not None and cgroup.limits_cpu:
+        return ""
+    if not enabled():
+        return "cgroups are disabled by TOOL_CONSOLE_CGROUPS"
+    if "cpu" in _broken:
+        return "the worker could not make a cpu cgroup here"
+    if "cpu" not in _hierarchies():
+        return "the worker's cgroup has no cpu controller it may use"
+    return "the worker could not make a cgroup for the run"
+
+
+def probe_cpu() -> str:
+    """Why runs of this process get no CPU limit ("" when they do), by making and removing
+    one cpu cgroup: a non-root worker sees the controller but may not write to it."""
+    if not enabled() or "cpu" in _broken or "cpu" not in _hierarchies():
+        return cpu_unlimited_reason(None)
+    hierarchy = _hierarchies()["cpu"]
+    path = hierarchy.own_dir / f"{PREFIX}probe-{uuid.uuid4().hex[:8]}"
+    try:
+        _make("cpu", hierarchy, path.name, {"cpu": CPU_PERIOD_US})
+    except OSError:
+        _broken.add("cpu")
+        return cpu_unlimited_reason(None)
+    finally:
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    return ""
+
+
 def describe() -> str:
-    """E.g. "memory: cgroup v1, pids: cgroup v1", for diagnostics."""
+    """E.g. "memory: cgroup v1, pids: cgroup v1, cpu: cgroup v1", for diagnostics."""
     if not enabled():
         return "disabled by TOOL_CONSOLE_CGROUPS"
     found = _hierarchies()

@@ -42,7 +42,7 @@ from . import (
     tsstrip,
 )
 from .gate import Gate
-from .limits import format_bytes, format_seconds
+from .limits import format_bytes, format_cpus, format_seconds
 from .records import (
     CANCELLED,
     FAILED,
@@ -273,6 +273,16 @@ class _Execution:
         if text not in self.notices:
             self.notices.append(text)
 
+    def _cpu_notice(self) -> None:
+        # Never silently unlimited: the run page and the caller learn the CPU limit is off.
+        if reason := cgroups.cpu_unlimited_reason(self.cgroup):
+            cpus = format_cpus(self.limits.cpus)
+            self._notice(f"the CPU limit ({cpus}) is not enforced on this run: {reason}")
+
+    def cpu_limit(self) -> str:
+        """The CPU limit as the run had it, for the run page: "1 CPU" or "none"."""
+        return format_cpus(self.limits.cpus) if self.cgroup and self.cgroup.limits_cpu else "none"
+
     def _params(self, paths: sandbox.ToolPaths) -> dict[str, Any]:
         """The params, with `output_path` turned into a path inside TOOL_OUTPUT_DIR."""
         params = dict(self.request.params)
@@ -361,7 +371,8 @@ class _Execution:
             if not unshare_net:
                 self._notice("network: false is not enforced under process isolation here")
         tasks = limits.max_processes + cgroups.TASK_ALLOWANCE
-        self.cgroup = cgroups.create(limits.memory_bytes, tasks)
+        self.cgroup = cgroups.create(limits.memory_bytes, tasks, limits.cpu_quota_us)
+        self._cpu_notice()
         # Under bwrap nothing has to happen inside the first process but joining the cgroups
         # and the rlimits, which the runner can do from outside while a tiny shell waits at
         # a gate (a Python launcher costs ~40 ms of interpreter start-up per run).
@@ -477,6 +488,7 @@ class _Execution:
         message = box.message(request.entry, self.limits, env, self._params(paths), stripped)
         self.stdin_data = memoryview(message)
         self.proc, self.cgroup = box.proc, box.cgroup
+        self._cpu_notice()
         self.net, box.net = box.net, None
         stdin_w, log_r, protocol_r = box.release_fds()
         self.started = time.monotonic()
@@ -745,6 +757,10 @@ class _Execution:
             hit = self.cgroup.process_limit_hit() and self.result_message is None
             if hit and self.limit_hit is None and self.stop_reason is None:
                 self.limit_hit = LIMIT_PROCESSES
+            if self.cgroup.cpu_throttled():
+                self._notice(
+                    f"the tool was slowed down to its CPU limit ({format_cpus(self.limits.cpus)})"
+                )
         if self.limit_hit is None and self.stop_reason is None and self._wrote_too_much():
             self.limit_hit = LIMIT_DISK
         self.artifacts = artifacts.collect(
@@ -938,4 +954,5 @@ class _Execution:
             notices=self.notices,
             spare=self.used_spare,
             network_policy=self.net_plan.summary,
+            cpu_limit=self.cpu_limit(),
         )

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The kernel's default CFS period; the smallest quota it takes is 1 ms.
+CPU_PERIOD_US = 100_000
+MIN_CPU_QUOTA_US = 1_000
+MIN_CPUS = MIN_CPU_QUOTA_US / CPU_PERIOD_US
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -18,6 +23,7 @@ class Limits:
     stderr_tail_bytes: int = 64 << 10
     grace_seconds: float = 5
     disk_mb: int = 512  # everything the run can write (quota.py)
+    cpus: float = 1.0  # CPU time per wall-clock second, over all its processes (cgroups.py)
 
     @property
     def memory_bytes(self) -> int:
@@ -26,6 +32,11 @@ class Limits:
     @property
     def disk_bytes(self) -> int:
         return self.disk_mb << 20
+
+    @property
+    def cpu_quota_us(self) -> int:
+        """The run's CPU time per CPU_PERIOD_US, in microseconds (cgroup cpu.max)."""
+        return max(MIN_CPU_QUOTA_US, round(self.cpus * CPU_PERIOD_US))
 
 
 def format_bytes(size: int) -> str:
@@ -40,3 +51,8 @@ def format_bytes(size: int) -> str:
 
 def format_seconds(seconds: float) -> str:
     return f"{seconds:g} s"
+
+
+def format_cpus(cpus: float) -> str:
+    """1 -> "1 CPU", 0.5 -> "0.5 CPU", 2 -> "2 CPUs"."""
+    return f"{cpus:g} CPU{'s' if cpus > 1 else ''}"

@@ -63,4 +63,5 @@ class RunOutcome:
     notices: list[str] = field(default_factory=list)
     spare: bool = False  # started in a spare sandbox (standby.py) rather than cold
     network_policy: str = ""  # the egress policy the run had, for people (network.py)
+    cpu_limit: str = ""  # "1 CPU", or "none" where no cpu cgroup enforced it (cgroups.py)
     response: dict[str, Any] | None = None  # an http tool's redacted JSON response

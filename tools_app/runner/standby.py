@@ -11,7 +11,7 @@ migration waits for an RCU grace period, ~10 ms here) and the interpreter's star
 
 A spare never ran tool code and holds nothing of a run: fresh cgroups, work dir, /tmp and
 processes; the run's variables and params reach it only at hand-over. A run whose shape
-(language, network, memory and process limits, extra binds, the sandbox's command line)
+(language, network, memory, process and CPU limits, extra binds, the sandbox's command line)
 differs from the spare's starts cold. A spare's network (slirp4netns and the egress rules,
 network.py) is set up when it starts: its shape includes the egress policy. Tools that
 bind host paths (integration files, input folders) never get a spare: a file replaced on
@@ -71,6 +71,7 @@ class Shape:
     memory_mb: int
     max_processes: int
     disk_mb: int
+    cpus: float
     ro_binds: tuple[Path, ...]
     folder: Path  # where the sandbox's own directory is made
     command: tuple[str, ...]  # bwrap's and the harness's arguments, for any other change
@@ -96,6 +97,7 @@ class Shape:
             limits.memory_mb,
             limits.max_processes,
             limits.disk_mb,
+            limits.cpus,
             fields[3],
             folder,
             tuple(command),
@@ -105,7 +107,10 @@ class Shape:
     @property
     def limits(self) -> Limits:
         return Limits(
-            memory_mb=self.memory_mb, max_processes=self.max_processes, disk_mb=self.disk_mb
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            disk_mb=self.disk_mb,
+            cpus=self.cpus,
         )
 
 
@@ -209,7 +214,7 @@ class Sandbox:
             filtered=shape.egress is not None,
         )
         tasks = limits.max_processes + cgroups.TASK_ALLOWANCE
-        self.cgroup = cgroups.create(limits.memory_bytes, tasks)
+        self.cgroup = cgroups.create(limits.memory_bytes, tasks, limits.cpu_quota_us)
         gate = Gate()
         self.protocol_r = gate.protocol_r
         stdin_r, self.stdin_w = os.pipe()
