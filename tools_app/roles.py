@@ -2,7 +2,7 @@
 
 An auditor sees the console as a viewer does, and also reads the audit page and Django
 admin, read-only: the group holds every model's view permission and nothing else
-(migration 0011 and `ensure_groups`), and `is_staff` follows the role (`sync_staff`)."""
+(migration 0010 and `ensure_groups`), and `is_staff` follows the role (`sync_staff`)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0011_auditor_role'),
+        ('tools_app', '0010_auditor_role'),
     ]
 
     operations = [
