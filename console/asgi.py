@@ -70,7 +70,9 @@ async def mcp(scope, receive, send) -> None:
         return await refuse(send, 401, "malformed Authorization header", "use 'Bearer <token>'")
     token = await mcp_server.in_thread(mcp_server.authenticate, raw.strip())
     if token is None:
-        return await refuse(send, 401, "invalid token", "the token is unknown or was revoked")
+        return await refuse(
+            send, 401, "invalid token", "the token is unknown, was revoked or has expired"
+        )
     if not any(token.has_scope(s) for s in MCP_SCOPES):
         return await refuse(
             send,

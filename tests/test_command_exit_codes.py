@@ -60,6 +60,7 @@ def write_tool(folder: Path, name: str, text: str | None = None) -> Path:
     return folder / name
 
 
+READER = ["create_agent_token", "bot", "--scope", "registry:read"]
 CREATE_ANN = "from django.contrib.auth.models import User; User.objects.create_user('ann')"
 
 
@@ -95,6 +96,21 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
         (["create_agent_token"], 2, "the following arguments are required"),
         (["create_agent_token", "bot", "--scope", "root"], 2, "unknown scope root"),
         (["create_agent_token", "bot", "--scope", "registry:read"], 0, "shown once"),
+        (
+            ["create_agent_token", "b", "--scope", "registry:read", "--expires-in", "0"],
+            2,
+            "1..3650",
+        ),
+        (
+            ["create_agent_token", "b", "--scope", "registry:read", "--expires-in", "x"],
+            2,
+            "invalid int",
+        ),
+        (
+            ["create_agent_token", "b", "--scope", "registry:read", "--expires-in", "7"],
+            0,
+            "shown once",
+        ),
         # set_integration SLUG --type TYPE [--field NAME=VALUE ...] [--secret-stdin NAME]
         (["set_integration"], 2, "the following arguments are required: slug"),
         (["set_integration", "s", "--type", "searxng", "--field", "url"], 2, "--field needs"),

@@ -7,11 +7,13 @@ import os
 import re
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 from agent_api import REPO
 from django.core.management import CommandError, call_command
 from django.test import Client
+from django.utils import timezone
 
 from tests.forms_support import find_form, link, submit
 from tools_app.models import AgentToken, AuditEvent
@@ -243,3 +245,79 @@ def test_it_answers_the_create_post_with_a_redirect(console_admin_client):
     assert len(set(TOKEN_RE.findall(shown.content.decode()))) == 1
     assert not TOKEN_RE.findall(console_admin_client.get("/tokens/new/").content.decode())
     assert AgentToken.objects.count() == 1
+
+
+def test_a_new_token_expires_in_90_days_unless_chosen_otherwise(console_admin_client):
+    before = timezone.now()
+    create(console_admin_client, "default", ["registry:read"])
+    default = AgentToken.objects.get(name="default")
+    assert before + timedelta(days=90) <= default.expires_at <= timezone.now() + timedelta(days=90)
+
+    console_admin_client.post(
+        "/tokens/new/", {"name": "forever", "scopes": ["registry:read"], "expires": ""}
+    )
+    assert AgentToken.objects.get(name="forever").expires_at is None
+    bad = console_admin_client.post(
+        "/tokens/new/", {"name": "odd", "scopes": ["registry:read"], "expires": "-3"}
+    )
+    assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()
+    assert not AgentToken.objects.filter(name="odd").exists()
+
+
+def test_an_expired_token_is_refused_even_if_it_was_remembered(db):
+    """The API remembers a token for a moment; one that expires meanwhile is refused at
+    once, not when the memory lapses."""
+    from agent_api import reset_api_caches
+
+    reset_api_caches()
+    token, raw = AgentToken.issue(
+        "soon", ["registry:read"], expires_at=timezone.now() + timedelta(hours=1)
+    )
+    api = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert api.get(REGISTRY).status_code == 200  # remembered from here on
+
+    AgentToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    token.refresh_from_db()
+    from tools_app.api import auth
+
+    remembered = auth._remembered[hash_token(raw)][1]
+    remembered.expires_at = token.expires_at  # the instance the memory holds, as after a reload
+    refused = api.get(REGISTRY)
+
+    assert refused.status_code == 401
+    assert "has expired" in refused.json()["detail"]
+    assert not AgentToken.objects.active().filter(pk=token.pk).exists()
+
+
+def test_the_list_says_when_each_token_expires(console_admin_client):
+    AgentToken.issue("later", ["registry:read"], expires_at=timezone.now() + timedelta(days=3))
+    AgentToken.issue("gone", ["registry:read"], expires_at=timezone.now() - timedelta(days=1))
+    AgentToken.issue("always", ["registry:read"])
+
+    page = console_admin_client.get("/tokens/").content.decode()
+
+    assert page.count("expires <time") == 1
+    assert '<span class="badge disabled">expired</span>' in page
+    assert "never expires" in page
+
+
+def test_a_new_token_page_shows_the_mcp_client_configuration(console_admin_client):
+    response = create(console_admin_client, "desktop", ["registry:read", "tools:invoke"])
+    raw = raw_token_in(response)
+    page = response.content.decode()
+
+    assert "http://testserver/mcp" in page
+    command = "claude mcp add --transport http tool-console http://testserver/mcp"
+    assert f'{command} --header "Authorization: Bearer {raw}"' in page
+    assert '"url": "http://testserver/mcp"' in page
+    # A token that cannot list and call tools gets no MCP setup.
+    sync_only = create(console_admin_client, "mirror", ["sync:read"]).content.decode()
+    assert "Connect an MCP client" not in sync_only
+
+
+def test_the_command_line_token_can_expire(db):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_agent_token", "cli", "--scope", "registry:read", "--expires-in", "7",
+                 stdout=out, stderr=err)  # fmt: skip
+    token = AgentToken.objects.get(name="cli")
+    assert timedelta(days=6) < token.expires_at - timezone.now() <= timedelta(days=7)

@@ -55,7 +55,7 @@ class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken:
         agent = active_token(token)
         if agent is None:
-            raise Unauthorized("invalid token", "the token is unknown or was revoked")
+            raise Unauthorized("invalid token", "the token is unknown, was revoked or has expired")
         if not agent.has_scope(self.scope):
             raise Forbidden(
                 "missing scope", f"this token lacks the '{self.scope}' scope", scope=self.scope
@@ -72,7 +72,8 @@ def active_token(raw: str) -> AgentToken | None:
     token_hash = hash_token(raw)
     now = time.monotonic()
     entry = _remembered.get(token_hash)
-    if entry is not None and entry[0] > now:
+    # A remembered token that expired meanwhile is looked up again (and refused).
+    if entry is not None and entry[0] > now and not entry[1].is_expired:
         return entry[1]
     agent = AgentToken.authenticate(raw)
     if agent is None:

@@ -40,7 +40,7 @@ def allowed(request: HttpRequest) -> None:
             raise Unauthorized("malformed Authorization header", "expected 'Bearer <token>'")
         token = active_token(raw.strip())
         if token is None:
-            raise Unauthorized("invalid token", "the token is unknown or was revoked")
+            raise Unauthorized("invalid token", "the token is unknown, was revoked or has expired")
         touch(token)
         return
     user = getattr(request, "user", None)

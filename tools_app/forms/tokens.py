@@ -1,10 +1,12 @@
-"""The agent token form: a name for people and the scopes the token grants."""
+"""The agent token form: a name for people, the scopes the token grants, when it expires."""
 
 from __future__ import annotations
 
+import datetime
 import re
 
 from django import forms
+from django.utils import timezone
 
 from tools_app.models.tokens import Scope
 
@@ -17,6 +19,9 @@ SCOPE_HELP = {
     "only when CONSOLE_ENV_BRIDGE=on)",
 }
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# Days until a token expires ("": never).
+EXPIRY_CHOICES = [(7, "in 7 days"), (30, "in 30 days"), (90, "in 90 days")]
+EXPIRY_CHOICES += [(365, "in a year"), ("", "never")]
 
 
 class TokenForm(forms.Form):
@@ -31,6 +36,16 @@ class TokenForm(forms.Form):
         error_messages={"required": "Choose at least one scope."},
     )
 
+    expires = forms.TypedChoiceField(
+        label="Expires",
+        choices=EXPIRY_CHOICES,
+        coerce=int,
+        empty_value=None,
+        initial=90,
+        required=False,
+        help_text="An agent token that leaks works until it expires or is revoked.",
+    )
+
     def clean_name(self) -> str:
         name = self.cleaned_data["name"]
         # The name ends up in the audit log and in tables; keep it one printable line.
@@ -40,3 +55,7 @@ class TokenForm(forms.Form):
 
     def clean_scopes(self) -> list[str]:
         return sorted(set(self.cleaned_data["scopes"]))
+
+    def expires_at(self) -> datetime.datetime | None:
+        days = self.cleaned_data.get("expires")
+        return timezone.now() + datetime.timedelta(days=days) if days else None

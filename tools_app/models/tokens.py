@@ -24,7 +24,10 @@ def hash_token(raw: str) -> str:
 
 class AgentTokenQuerySet(models.QuerySet):
     def active(self) -> AgentTokenQuerySet:
-        return self.filter(revoked_at__isnull=True)
+        """Not revoked and not expired."""
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=timezone.now())
+        )
 
 
 class AgentToken(models.Model):
@@ -40,6 +43,8 @@ class AgentToken(models.Model):
     )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # None: never expires. Past it the token is refused like a revoked one.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     objects = AgentTokenQuerySet.as_manager()
 
@@ -50,7 +55,9 @@ class AgentToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
     @classmethod
-    def issue(cls, name: str, scopes: list[str], created_by=None) -> tuple[AgentToken, str]:
+    def issue(
+        cls, name: str, scopes: list[str], created_by=None, expires_at=None
+    ) -> tuple[AgentToken, str]:
         raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = cls.objects.create(
             name=name,
@@ -58,6 +65,7 @@ class AgentToken(models.Model):
             token_hash=hash_token(raw),
             scopes=sorted(set(scopes)),
             created_by=created_by,
+            expires_at=expires_at,
         )
         return token, raw
 
@@ -68,8 +76,12 @@ class AgentToken(models.Model):
         return cls.objects.active().filter(token_hash=hash_token(raw)).first()
 
     @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.is_expired
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes

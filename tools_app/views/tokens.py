@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from tools_app.audit import Actor, record
 from tools_app.forms.tokens import TokenForm
 from tools_app.models import AgentToken
+from tools_app.models.tokens import Scope
 from tools_app.roles import ADMIN, role_required
 
 
@@ -35,25 +36,37 @@ def token_create(request: HttpRequest) -> HttpResponse:
     if created is not None:
         token = AgentToken.objects.filter(pk=created["pk"]).first()
         if token is not None:
-            context = {"token": token, "raw_token": created["raw"]}
+            context = {"token": token, "raw_token": created["raw"], **mcp_setup(request, token)}
             return render(request, "tokens/created.html", context)
     form = TokenForm(request.POST if request.method == "POST" else None)
     if not form.is_valid():
         return render(request, "tokens/form.html", {"form": form})
     token, raw = AgentToken.issue(
-        form.cleaned_data["name"], form.cleaned_data["scopes"], created_by=request.user
+        form.cleaned_data["name"],
+        form.cleaned_data["scopes"],
+        created_by=request.user,
+        expires_at=form.expires_at(),
     )
+    expires = token.expires_at.isoformat() if token.expires_at else None
     record(
         Actor.from_request(request),
         "token.create",
         token,
-        f"{token.name} ({', '.join(token.scopes)})",
-        {"prefix": token.prefix, "scopes": token.scopes},
+        f"{token.name} ({', '.join(token.scopes)}), expires {expires or 'never'}",
+        {"prefix": token.prefix, "scopes": token.scopes, "expires_at": expires},
     )
     # Only the hash is stored; the raw token lives in the session until the next GET
     # shows it, once (then it is gone from the session too).
     request.session[CREATED_KEY] = {"pk": token.pk, "raw": raw}
     return redirect("token_create")
+
+
+def mcp_setup(request: HttpRequest, token: AgentToken) -> dict:
+    """The MCP endpoint of this console as the browser reached it, for the client
+    configurations the page shows (a token that may list and call tools only)."""
+    if not (token.has_scope(Scope.REGISTRY_READ) and token.has_scope(Scope.TOOLS_INVOKE)):
+        return {}
+    return {"mcp_url": request.build_absolute_uri("/mcp")}
 
 
 @require_http_methods(["GET", "POST"])

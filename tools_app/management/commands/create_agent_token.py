@@ -5,13 +5,17 @@ it is and what it may do go to stderr."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from tools_app.audit import Actor, record
 from tools_app.models import AgentToken
 from tools_app.models.tokens import Scope
 
 MAX_NAME = AgentToken._meta.get_field("name").max_length
+MAX_DAYS = 3650
 
 
 class Command(BaseCommand):
@@ -28,8 +32,17 @@ class Command(BaseCommand):
             metavar="SCOPE",
             help=f"One or more of: {', '.join(Scope.values)}.",
         )
+        parser.add_argument(
+            "--expires-in",
+            dest="days",
+            type=int,
+            metavar="DAYS",
+            help="Refuse the token after this many days (default: it never expires).",
+        )
 
-    def handle(self, *args, name: str, scopes: list[str], **options) -> None:
+    def handle(
+        self, *args, name: str, scopes: list[str], days: int | None = None, **options
+    ) -> None:
         # Checked here rather than with argparse choices so that call_command() callers
         # get the same exit status 2 as the command line.
         unknown = sorted(set(scopes) - set(Scope.values))
@@ -40,13 +53,18 @@ class Command(BaseCommand):
         name = name.strip()
         if not name or len(name) > MAX_NAME or not name.isprintable():
             raise CommandError(f"NAME must be 1..{MAX_NAME} printable characters", returncode=2)
-        token, raw = AgentToken.issue(name, scopes)
+        if days is not None and not 1 <= days <= MAX_DAYS:
+            raise CommandError(f"--expires-in must be 1..{MAX_DAYS} days", returncode=2)
+        expires_at = timezone.now() + timedelta(days=days) if days else None
+        token, raw = AgentToken.issue(name, scopes, expires_at=expires_at)
+        expires = expires_at.isoformat() if expires_at else None
         record(
             Actor.system(),
             "token.create",
             token,
-            f"{token.name} ({', '.join(token.scopes)}) from the command line",
-            {"prefix": token.prefix, "scopes": token.scopes},
+            f"{token.name} ({', '.join(token.scopes)}) from the command line, "
+            f"expires {expires or 'never'}",
+            {"prefix": token.prefix, "scopes": token.scopes, "expires_at": expires},
         )
         self.stderr.write(
             f"Agent token {token.name!r} ({', '.join(token.scopes)}); shown once, store it now:"
