@@ -174,6 +174,10 @@ def _time_zone() -> str:
 
 
 TIME_ZONE = _time_zone()
+
+# The address people and agents reach this console at (https://tools.example.org): the
+# docs and the MCP setup show it, and http tools may never call its port.
+PUBLIC_URL = os.getenv("CONSOLE_PUBLIC_URL", "").strip().rstrip("/")
 USE_I18N = True
 USE_TZ = True
 # ISO dates and 24-hour times wherever no explicit format is given (Django admin too).

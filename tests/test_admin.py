@@ -21,6 +21,7 @@ from tools_app.audit import Actor, record
 from tools_app.models import (
     AgentToken,
     AuditEvent,
+    EgressException,
     Integration,
     IntegrationSecret,
     Run,
@@ -84,6 +85,7 @@ def one_of_everything(make_tool, superuser):
     WorkerHeartbeat.objects.create(
         name="celery@host", pid=42, started_at=timezone.now(), seen_at=timezone.now()
     )
+    EgressException.objects.create(entry="127.0.0.1:8888", note="searxng", created_by=superuser)
     return {"tool": tool, "token": token, "raw_token": raw, "run": run}
 
 

@@ -28,6 +28,7 @@ from tools_app.integrations.policy import set_allow_test_runs
 from tools_app.models import (
     AgentToken,
     AuditEvent,
+    EgressException,
     Integration,
     IntegrationSecret,
     Run,
@@ -459,6 +460,14 @@ class RunArtifactAdmin(ReadOnlyAdmin):
 class WorkerHeartbeatAdmin(ReadOnlyAdmin):
     list_display = ("name", "pid", "queues", "concurrency", "isolation", "started_at", "seen_at")
     search_fields = ("name",)
+
+
+@admin.register(EgressException)
+class EgressExceptionAdmin(ReadOnlyAdmin):
+    """Added and removed on the System page, which checks and audits each change."""
+
+    list_display = ("entry", "note", "created_at", "created_by")
+    search_fields = ("entry", "note")
 
 
 # --- People ----------------------------------------------------------------------------

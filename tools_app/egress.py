@@ -33,6 +33,8 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ALLOW_SETTING = "CONSOLE_TOOL_NETWORK_ALLOW"
+# What a refusal tells the person who sees it.
+ALLOW_HINT = f"an admin adds it under Network egress on the System page, or to {ALLOW_SETTING}"
 
 # (network, why it is refused); the first match names the reason.
 REFUSED: tuple[tuple[IPNetwork, str], ...] = tuple(
@@ -232,7 +234,9 @@ class Policy:
             decision = self.decide(ip, port)
             if not decision.allowed:
                 return [], Decision(
-                    False, f"{host}:{port} is refused by the egress policy: {decision.reason}"
+                    False,
+                    f"{host}:{port} is refused by the egress policy: {decision.reason} "
+                    f"(to allow it: {ALLOW_HINT})",
                 )
             judged.append(ip)
         return judged, Decision(True)

@@ -28,19 +28,34 @@ def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
     return tuple(allows)
 
 
+def admin_allows() -> tuple[egress.Allow, ...]:
+    """The exceptions admins added on the System page (one query). A row that no longer
+    parses (it was checked when added) is skipped rather than failing every run."""
+    from tools_app.models import EgressException
+    from tools_app.models.egress import SOURCE
+
+    allows: list[egress.Allow] = []
+    for entry in EgressException.objects.entries():
+        try:
+            allows += egress.parse_allow(entry, source=SOURCE)
+        except egress.PolicyError:
+            continue
+    return tuple(allows)
+
+
 def tool_policy(slugs: Iterable[str]) -> egress.Policy:
     """A run's policy. Raises egress.PolicyError for a malformed setting."""
     extra = integration_url_allows(slugs) if slugs else ()
-    return egress.build(settings.TOOL_NETWORK_ALLOW, extra, settings.TOOL_DNS)
+    return egress.build(settings.TOOL_NETWORK_ALLOW, (*admin_allows(), *extra), settings.TOOL_DNS)
 
 
 def console_policy(saved_integration=None) -> egress.Policy:
     """For requests the console makes on a user's behalf (a connection test): the allow
-    list, plus the saved URLs of the integration being tested (what its tools reach
+    lists, plus the saved URLs of the integration being tested (what its tools reach
     anyway), never a URL only typed into a form."""
     slugs = [saved_integration.slug] if saved_integration is not None else []
     extra = integration_url_allows(slugs) if slugs else ()
-    return egress.build(settings.TOOL_NETWORK_ALLOW, extra, settings.TOOL_DNS)
+    return egress.build(settings.TOOL_NETWORK_ALLOW, (*admin_allows(), *extra), settings.TOOL_DNS)
 
 
 @warning_source

@@ -139,12 +139,19 @@ def boundary_problem(manifest: Manifest) -> str | None:
     except ValueError:
         return "has an invalid port"
     ip = ip_spelling(host)
-    if _own_host(host) or (ip is not None and _own_host(str(ip))):
-        return f"{host!r} is this console's own host: a tool never calls back into the console"
     try:
         policy = _policy(manifest)
     except egress.PolicyError as exc:
         return f"the egress policy is invalid: {exc}"
+    own = _own_host(host) or (ip is not None and _own_host(str(ip)))
+    # A service an admin allowed by address and port on the console's host (a SearXNG on
+    # 127.0.0.1:8888) is not the console; the console's own port never is allowed.
+    if own and (port in console_ports() or not _named_exactly(policy, host, ip, port)):
+        return (
+            f"{host!r} is this console's own host: a tool never calls back into the console "
+            f"(another service on this host: allow its address and port, here {port}, on "
+            f"the System page or in {egress.ALLOW_SETTING})"
+        )
     if ip is not None:
         decision = policy.decide(ip, port)
         if not decision.allowed:
@@ -161,6 +168,28 @@ def boundary_problem(manifest: Manifest) -> str | None:
                 "one: use https://"
             )
     return None
+
+
+def console_ports() -> set[int]:
+    """The ports the console itself answers on: CONSOLE_PUBLIC_URL's, else dev.py's 8000."""
+    from django.conf import settings
+
+    url = urlsplit(settings.PUBLIC_URL) if settings.PUBLIC_URL else None
+    if url is None or not url.hostname:
+        return {8000}
+    try:
+        return {url.port or (443 if url.scheme == "https" else 80)}
+    except ValueError:
+        return {8000}
+
+
+def _named_exactly(policy: egress.Policy, host: str, ip, port: int) -> bool:
+    """An allow entry with this port names every address `host` stands for."""
+    addresses = [ip] if ip is not None else egress.resolve(host)
+    return bool(addresses) and all(
+        any(allow.port == port and allow.matches(address, port) for allow in policy.allows)
+        for address in addresses
+    )
 
 
 def boundary_problems(manifest: Manifest, toolmd_path: str, line: int) -> list[Problem]:

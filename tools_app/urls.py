@@ -117,5 +117,7 @@ urlpatterns = [
     path("audit/", audit.audit_list, name="audit"),
     # Health (tools_app/views/system.py)
     path("system/", system.system, name="system"),
+    path("system/egress/", system.egress_allow, name="egress_allow"),
+    path("system/egress/<int:pk>/remove/", system.egress_remove, name="egress_remove"),
     path("warnings/dismiss/", system.dismiss_warnings, name="dismiss_warnings"),
 ]

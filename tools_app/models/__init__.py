@@ -1,4 +1,5 @@
 from tools_app.models.audit import AuditEvent
+from tools_app.models.egress import EgressException
 from tools_app.models.integrations import Integration, IntegrationSecret
 from tools_app.models.presets import ToolPreset
 from tools_app.models.runs import Run, RunArtifact, RunUpdate
@@ -9,6 +10,7 @@ from tools_app.models.workers import WorkerHeartbeat
 __all__ = [
     "AgentToken",
     "AuditEvent",
+    "EgressException",
     "Integration",
     "IntegrationSecret",
     "Run",
