@@ -748,7 +748,7 @@ class _Execution:
         if self.limit_hit is None and self.stop_reason is None and self._wrote_too_much():
             self.limit_hit = LIMIT_DISK
         self.artifacts = artifacts.collect(
-            self._output_view(), self.dirs.artifacts, self.limits, self.redactor, self.notices
+            quota.view(self.dirs.root), self.dirs.artifacts, self.limits, self.redactor, self.notices
         )
 
     def kill_leftovers(self) -> None:
