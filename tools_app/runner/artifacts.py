@@ -57,41 +57,36 @@ def open_output(base: Path, relative: PurePosixPath, notices: list[str]) -> int 
     """A descriptor on `base`/`relative`, opened part by part without following a link,
     or None with a notice saying why (no host path in it). `base` is the worker's own."""
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dev = os.fstat(fd).st_dev
     for part in relative.parts:
         try:
-            child, why = _open_part(fd, part)
-        finally:
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError:  # a link gives ELOOP, anything but a folder ENOTDIR
+            notices.append(f"no artifacts: {_why_not(fd, part)}")
             os.close(fd)
-        if child is None:
-            notices.append(f"no artifacts: {why}")
             return None
+        os.close(fd)
         fd = child
+        if os.fstat(fd).st_dev != dev:
+            notices.append("no artifacts: the output folder is on another file system")
+            os.close(fd)
+            return None
     return fd
 
 
-def _open_part(parent: int, part: str) -> tuple[int | None, str]:
+def _why_not(parent: int, part: str) -> str:
+    """Why `part` of the output folder's path could not be opened as a folder."""
     try:
-        info = os.stat(part, dir_fd=parent, follow_symlinks=False)
+        mode = os.stat(part, dir_fd=parent, follow_symlinks=False).st_mode
     except FileNotFoundError:
-        return None, "the tool removed its output folder"
+        return "the tool removed its output folder"
     except OSError:
-        return None, "the output folder could not be read"
-    if stat.S_ISLNK(info.st_mode):
-        return None, "the tool replaced its output folder by a link"
-    if not stat.S_ISDIR(info.st_mode):
-        return None, "the tool replaced its output folder by something that is not a folder"
-    try:
-        child = os.open(part, _DIR_FLAGS, dir_fd=parent)
-    except OSError:  # replaced since the stat: a link gives ELOOP, a file ENOTDIR
-        return None, "the tool replaced its output folder"
-    opened = os.fstat(child)
-    if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-        os.close(child)
-        return None, "the tool replaced its output folder"
-    if opened.st_dev != os.fstat(parent).st_dev:
-        os.close(child)
-        return None, "the output folder is on another file system"
-    return child, ""
+        return "the output folder could not be read"
+    if stat.S_ISLNK(mode):
+        return "the tool replaced its output folder by a link"
+    if not stat.S_ISDIR(mode):
+        return "the tool replaced its output folder by something that is not a folder"
+    return "the output folder could not be read"
 
 
 @dataclass
