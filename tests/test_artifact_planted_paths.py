@@ -24,7 +24,15 @@ import pytest
 
 from tests.conftest import REPO, require
 from tests.test_runner import run_tool
-from tools_app.runner import Limits, Redactor, RunOutcome, artifacts, isolation_level, standby
+from tools_app.runner import (
+    Limits,
+    Redactor,
+    RunOutcome,
+    artifacts,
+    core,
+    isolation_level,
+    standby,
+)
 from tools_app.runner.records import Artifact
 
 FAST = Limits(timeout=10, grace_seconds=1)
@@ -401,3 +409,25 @@ def test_it_collects_a_plain_tree_in_walk_order(tmp_path: Path) -> None:
         ("b/two.txt", b"2"),
     ]
     assert notices == []
+
+
+# -- teardown of a work dir with planted links -------------------------------------------------
+
+
+def test_it_removes_a_work_dir_without_touching_what_its_links_point_to(tmp_path: Path) -> None:
+    """A tool's work dir is left on the host's disk when the worker has no quota tmpfs;
+    the root worker removes it, links to folders elsewhere included."""
+    victim = tmp_path / "victim"
+    (victim / "keep").mkdir(parents=True)
+    victim.chmod(0o555)
+    work = tmp_path / "run" / "disk"
+    (work / "home" / "ro" / "inner").mkdir(parents=True)
+    (work / "home" / "link").symlink_to(victim)
+    (work / "home" / "ro" / "deeper").symlink_to(victim / "keep")
+    (work / "home" / "ro").chmod(0o500)
+
+    core._remove_tree(tmp_path / "run")
+
+    assert not (tmp_path / "run").exists()
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o555
+    assert [p.name for p in victim.iterdir()] == ["keep"]
