@@ -331,7 +331,7 @@ def test_it_never_follows_a_folder_swapped_for_a_link_while_it_walks(tmp_path: P
     found, notices, _ = collect(tmp_path, base, also=swap)
     assert swapped
     assert SECRET not in contents(found)
-    assert notices == ["artifact 'sub' skipped: not a folder any more"]
+    assert notices == ["artifact 'sub' skipped: could not be opened as a folder"]
 
 
 def test_it_refuses_what_is_on_another_file_system(tmp_path: Path) -> None:
@@ -431,3 +431,16 @@ def test_it_removes_a_work_dir_without_touching_what_its_links_point_to(tmp_path
     assert not (tmp_path / "run").exists()
     assert stat.S_IMODE(victim.stat().st_mode) == 0o555
     assert [p.name for p in victim.iterdir()] == ["keep"]
+
+
+def test_it_counts_skipped_entries_past_a_few_notices(tmp_path: Path) -> None:
+    """A tool cannot fill a run's notices with thousands of planted links."""
+    base, out = output_of(tmp_path)
+    extra = 10
+    for n in range(artifacts.MAX_SKIP_NOTICES + extra):
+        (out / f"link{n:03d}").symlink_to("/etc/passwd")
+    found, notices, _ = collect(tmp_path, base)
+    assert found == []
+    assert len(notices) == artifacts.MAX_SKIP_NOTICES + 1
+    assert notices[0] == "artifact 'link000' skipped: a link, not followed"
+    assert notices[-1] == f"{extra} more artifacts skipped (links, special files or over a limit)"

@@ -30,6 +30,7 @@ from .redact import Redactor
 MAX_FILES = 1000
 MAX_ENTRIES = 10 * MAX_FILES  # directory entries looked at, of every kind
 MAX_DEPTH = 32  # folders below the output folder
+MAX_SKIP_NOTICES = 50  # one notice per skipped entry up to here, then a count
 OUTPUT = PurePosixPath("home/output")  # TOOL_OUTPUT_DIR inside the run's disk/ (quota.py)
 _SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 # O_NONBLOCK: opening a FIFO must never wait for a writer (O_DIRECTORY refuses one anyway).
@@ -99,9 +100,12 @@ class _Walk:
     artifacts: list[Artifact] = field(default_factory=list)
     total: int = 0
     entries: int = 0  # directory entries looked at
+    skipped: int = 0
 
     def skip(self, name: str, why: str) -> None:
-        self.notices.append(f"artifact {name!r} skipped: {why}")
+        self.skipped += 1
+        if self.skipped <= MAX_SKIP_NOTICES:
+            self.notices.append(f"artifact {name!r} skipped: {why}")
 
     def listing(self, dir_fd: int) -> list[os.DirEntry[str]]:
         """The folder's entries by name, at most as many as the entry cap leaves."""
@@ -122,7 +126,12 @@ class _Walk:
     def folder(self, dir_fd: int, prefix: str, depth: int) -> None:
         """The folder's files, then its folders (in name order, as os.walk did)."""
         folders = []
-        for entry in self.listing(dir_fd):
+        try:
+            entries = self.listing(dir_fd)
+        except OSError:  # a folder the tool made unreadable (a worker that is not root)
+            self.skip(self.redactor.redact(prefix.rstrip("/") or "."), "could not be read")
+            return
+        for entry in entries:
             relative = prefix + entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -147,7 +156,7 @@ class _Walk:
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
         except OSError:  # replaced by a link or a file since the listing
-            self.skip(self.redactor.redact(relative), "not a folder any more")
+            self.skip(self.redactor.redact(relative), "could not be opened as a folder")
             return
         try:
             if os.fstat(fd).st_dev != self.dev:
@@ -187,8 +196,11 @@ class _Walk:
                     f"the run's artifacts exceed {format_bytes(self.limits.max_artifacts_total)}",
                 )
                 return
-            # The same inode, now for reading: it is a regular file.
-            fd = os.open(f"/proc/self/fd/{handle}", _READ_FLAGS)
+            try:  # the same inode, now for reading: it is a regular file
+                fd = os.open(f"/proc/self/fd/{handle}", _READ_FLAGS)
+            except OSError:  # made unreadable by the tool (a worker that is not root)
+                self.skip(name, "could not be read")
+                return
         finally:
             os.close(handle)
         try:
@@ -253,4 +265,6 @@ def collect(
             walk.folder(top, "", 0)
     finally:
         os.close(top)
+    if (more := walk.skipped - MAX_SKIP_NOTICES) > 0:
+        notices.append(f"{more} more artifacts skipped (links, special files or over a limit)")
     return walk.artifacts
