@@ -444,3 +444,26 @@ def test_it_counts_skipped_entries_past_a_few_notices(tmp_path: Path) -> None:
     assert len(notices) == artifacts.MAX_SKIP_NOTICES + 1
     assert notices[0] == "artifact 'link000' skipped: a link, not followed"
     assert notices[-1] == f"{extra} more artifacts skipped (links, special files or over a limit)"
+
+
+def test_it_never_reads_a_file_swapped_for_a_fifo_while_it_walks(tmp_path: Path) -> None:
+    """Swapped between the listing and the open: the first open is O_PATH (it opens
+    nothing), and what it found is not a regular file, so nothing is opened for reading."""
+    base, out = output_of(tmp_path)
+    (out / "data").write_bytes(b"data")
+    first_open: list[int] = []
+    after: list[Event] = []
+
+    def swap(event: str, args: tuple[Any, ...]) -> None:
+        if first_open:
+            after.append((event, args))
+        elif event == "open" and args[0] == "data":
+            first_open.append(args[2])
+            (out / "data").unlink()
+            os.mkfifo(out / "data")
+
+    found, notices, _ = collect(tmp_path, base, also=swap)
+    assert found == []
+    assert notices == ["artifact 'data' skipped: not a regular file"]
+    assert first_open[0] & os.O_PATH
+    assert not [e for e in after if e[0] == "open"]
