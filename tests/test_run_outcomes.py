@@ -198,7 +198,7 @@ def test_a_run_with_artifacts_and_notices(developer_client, python_tool):
 
     text = page(developer_client, run)
     assert "Artifacts report.txt 15 bytes" in text
-    assert "artifact 'sneaky' skipped: not a regular file" in text
+    assert "artifact 'sneaky' skipped: a link, not followed" in text
     html = developer_client.get(reverse("run", args=[run.pk])).content.decode()
     (link,) = re.findall(r'<a href="([^"]+)" download>report.txt</a>', html)
     download = developer_client.get(link)

@@ -501,7 +501,7 @@ def test_it_collects_artifacts_within_the_limits(tmp_path: Path) -> None:
     assert outcome.artifacts[1].path.read_text() == "hello"
     assert outcome.artifacts[0].path.parent.name == "artifacts"
     assert "artifact 'sub/big.bin' skipped: larger than 2 KiB" in outcome.notices
-    assert "artifact 'link' skipped: not a regular file" in outcome.notices
+    assert "artifact 'link' skipped: a link, not followed" in outcome.notices
 
 
 def test_it_stops_collecting_artifacts_at_the_run_total(tmp_path: Path) -> None:

@@ -171,6 +171,9 @@ def _valid_content(value: object) -> Content | None:
     return content
 
 
+_FOLDER_HANDLE = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 @dataclass
 class _RunDirs:
     root: Path  # <work_root>/run-<id>: ours while running, then only artifacts/ is left
@@ -198,13 +201,21 @@ class _RunDirs:
 
 
 def _remove_tree(path: Path) -> None:
-    """Remove a work dir, including directories a tool made read-only."""
+    """Remove a work dir, including directories a tool made read-only. The tool may have
+    left links to anywhere in it, and this may run as root: the walk goes by descriptors
+    (os.fwalk follows no link), and each folder is made writable through an O_PATH
+    descriptor opened with O_NOFOLLOW, so a link is never chmod-ed through (nor raises
+    NotImplementedError, as chmod(follow_symlinks=False) does on one)."""
     if not path.exists():
         return
-    for root, dirs, _ in os.walk(path):
+    for _, dirs, _, dir_fd in os.fwalk(path):
         for name in dirs:
             with contextlib.suppress(OSError):
-                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+                fd = os.open(name, _FOLDER_HANDLE, dir_fd=dir_fd)
+                try:
+                    os.chmod(f"/proc/self/fd/{fd}", 0o700)  # the folder itself
+                finally:
+                    os.close(fd)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -764,7 +775,11 @@ class _Execution:
         if self.limit_hit is None and self.stop_reason is None and self._wrote_too_much():
             self.limit_hit = LIMIT_DISK
         self.artifacts = artifacts.collect(
-            self._output_view(), self.dirs.artifacts, self.limits, self.redactor, self.notices
+            quota.view(self.dirs.root),
+            self.dirs.artifacts,
+            self.limits,
+            self.redactor,
+            self.notices,
         )
 
     def kill_leftovers(self) -> None:
