@@ -11,7 +11,7 @@ from urllib.parse import unquote_to_bytes
 from django import forms
 from django.contrib.auth import get_user_model
 
-from tools_app import input_files, listinput
+from tools_app import input_files, listinput, nesting
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
@@ -53,14 +53,18 @@ class JsonInputField(forms.CharField):
         text = super().to_python(value)
         if text in self.empty_values:
             return None
-        return parse_json_field(self.label, text)
+        # The input's value is level 2 of the params: refused where the API refuses it.
+        return parse_json_field(self.label, text, root=f"params.{self.label}", level=2)
 
 
-def parse_json_field(label: str | None, text: str) -> Any:
+def parse_json_field(label: str | None, text: str, root: str = "params", level: int = 1) -> Any:
     """JSON from a textarea, or a ValidationError saying where it broke, after "label: "
-    (the message stands alone, capitalised, with no label)."""
+    (the message stands alone, capitalised, with no label). Past the nesting cap the
+    message names the path, from `root` (the value's place, at `level`: nesting.py)."""
     try:
-        return json.loads(text)
+        return nesting.loads(text, root=root, level=level)
+    except nesting.TooDeep as exc:
+        raise forms.ValidationError(str(exc)) from None
     except json.JSONDecodeError as exc:
         problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
     except (ValueError, RecursionError):
