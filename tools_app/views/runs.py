@@ -208,8 +208,20 @@ def run_ending(run: Run) -> str:
     return f"Failed: the tool exited with code {code}."
 
 
-def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> dict:
+def can_read_output(request: HttpRequest, run: Run) -> bool:
+    """The tool's output (result, progress, stderr, an http tool's response) follows the
+    artifacts' rule (Run.can_download): it is made of the same things, the starter's
+    inputs and what the tool fetched with credentials. Viewers and other developers see
+    that the run happened, its inputs (sensitive ones masked), status and notices."""
+    return run.can_download(Actor(user=request.user))
+
+
+def _live_context(
+    request: HttpRequest, run: Run, updates: list[RunUpdate], can_read: bool | None = None
+) -> dict:
     last_seq = updates[-1].seq if updates else seq_param(request.GET.get("after"))
+    if can_read is None:
+        can_read = can_read_output(request, run)
     return {
         "run": run,
         "ending": run_ending(run) if run.is_finished else "",
@@ -217,14 +229,17 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
         "elapsed": round((timezone.now() - run.started_at).total_seconds())
         if run.started_at and not run.is_finished
         else 0,
-        "result_json": json.dumps(run.result, indent=2, ensure_ascii=False) if run.result else "",
-        "updates": updates,
+        "result_json": json.dumps(run.result, indent=2, ensure_ascii=False)
+        if run.result and can_read
+        else "",
+        "updates": updates if can_read else [],
+        "can_read_output": can_read,
         "last_seq": last_seq,
         "artifacts": list(run.artifacts.all()) if run.is_finished else [],
         "can_run": has_role(request.user, DEVELOPER),
-        "can_download": run.can_download(Actor(user=request.user)),
+        "can_download": can_read,
         "can_cancel": may_cancel(request.user, run),
-        "can_save_sample": _can_save_sample(request, run),
+        "can_save_sample": can_read and _can_save_sample(request, run),
         "poll_interval": POLL_INTERVAL,
         # A queued run says whether anyone will pick it up (one query).
         "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,
@@ -245,8 +260,9 @@ def _can_save_sample(request: HttpRequest, run: Run) -> bool:
 @role_required(VIEWER)
 def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     run = _run_or_404(run_id)
-    updates = list(run.updates.all())
-    context = _live_context(request, run, updates)
+    readable = can_read_output(request, run)
+    updates = list(run.updates.all()) if readable else []
+    context = _live_context(request, run, updates, readable)
     context["manifest"] = runs.manifest_of(run.version)
     # Shown the way agents send them: strings as they are, the rest as JSON (true, 3.5).
     context["params"] = [
@@ -265,8 +281,11 @@ def run_updates(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     after = seq_param(request.GET.get("after"))
     run = _run_or_404(run_id)
     # The status was read first: if it says finished, every update is already stored.
-    updates = list(run.updates.filter(seq__gt=after))
-    response = render(request, "runs/detail.html#poll", _live_context(request, run, updates))
+    readable = can_read_output(request, run)
+    updates = list(run.updates.filter(seq__gt=after)) if readable else []
+    response = render(
+        request, "runs/detail.html#poll", _live_context(request, run, updates, readable)
+    )
     response["Cache-Control"] = "no-store"
     patch_vary_headers(response, ("HX-Request",))
     return response
