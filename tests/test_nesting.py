@@ -15,6 +15,7 @@ from django.test import Client
 
 from tests.editor_support import editor_data, file_index, zip_of
 from tests.forms_support import submit
+from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
 from tools_app import nesting
 from tools_app.audit import Actor
 from tools_app.models import Run, Tool, ToolPreset, ToolVersion
@@ -287,3 +288,45 @@ def test_an_openapi_document_past_the_cap_is_refused_with_the_path(levels):
     with pytest.raises(openapi_import.OpenApiError) as caught:
         openapi_import.parse_document(text.encode())
     assert f"info.x{'[0]' * (CAP - 2)}: {TOO_DEEP}" in str(caught.value)
+
+
+# --------------------------------------------------------------------------------------
+# An http tool's response: it becomes the run's structured result and kept response
+
+
+@pytest.mark.parametrize("levels", [CAP - 1, 5000])
+def test_an_http_response_past_the_cap_fails_the_run_with_the_path(
+    settings,
+    fake_provider,  # noqa: F811 (the fixture imported above)
+    levels,
+):
+    from tools_app import runs
+    from tools_app.models.runs import RunStatus
+
+    settings.ALLOWED_HOSTS = ["testserver"]
+    settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
+    body = ('{"data": ' + nested(levels) + "}").encode()
+
+    def deep(handler) -> bool:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+        return True
+
+    fake_provider.handler = deep
+    toolmd = (
+        "---\nname: deep\ndescription: Gets a deep answer.\nkind: http\n"
+        f"request:\n  method: GET\n  url: {fake_provider.url}/item\n---\n# Deep\n"
+    )
+    save_version("deep", {"TOOL.md": toolmd.encode()}, actor=Actor.system(), publish=True)
+    version = Tool.objects.get(name="deep").published_version
+    run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False)
+
+    run = runs.execute_run(run.pk)
+
+    assert run.status == RunStatus.FAILED, run.result
+    text = run.result["content"][0]["text"]
+    assert text.endswith(f"body.data{'[0]' * (CAP - 2)}: {TOO_DEEP}"), text
+    assert run.response is None
