@@ -239,6 +239,29 @@ def test_it_caps_arguments_at_the_apis_params_limit(console_url, make_tool):
     assert not Run.objects.exists()
 
 
+def test_a_body_over_the_sdks_cap_is_refused_before_it_is_parsed(console_url):
+    """The SDK caps a body at 4 MiB (declared or streamed) with a 413, before parsing;
+    a call's arguments are then capped at 1 MiB like REST params (above)."""
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE as LIMIT
+
+    _, raw = token()
+    headers = {
+        "Authorization": f"Bearer {raw}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    url = f"{console_url}/mcp"
+
+    def chunks():  # no Content-Length: the bytes are counted as they come
+        for _ in range(LIMIT // (1 << 20) + 2):
+            yield b" " * (1 << 20)
+
+    declared = httpx.post(url, content=b" " * (LIMIT + 1), headers=headers, timeout=60)
+    chunked = httpx.post(url, content=chunks(), headers=headers, timeout=60)
+
+    assert declared.status_code == chunked.status_code == 413
+
+
 def test_a_body_nested_thousands_deep_is_a_protocol_error_not_a_500(console_url, make_tool):
     make_tool("greet", language="python", inputs=NAME)
     _, raw = token()
