@@ -167,6 +167,31 @@ def test_the_admin_run_page_renders_a_run_stored_with_deep_params(tool, superuse
     assert TOO_DEEP in response.content.decode()
 
 
+def test_pages_offering_a_stored_deep_run_again_do_not_500(tool, developer, developer_client):
+    """The run form pre-fills the person's last params and "Run again with these inputs";
+    the run page shows the params and the raw result JSON. Indenting a value stored
+    before the cap (900 deep) recursed to a 500 on each."""
+    deep = json.loads(nested(900))
+    run = Run.objects.create(
+        tool=tool,
+        version=tool.published_version,
+        via=RunVia.BROWSER,
+        user=developer,
+        params={"query": "kept", "config": deep},
+        result={"content": [{"type": "text", "text": "ok"}], "structuredContent": deep},
+        status="succeeded",
+    )
+
+    for url in ("/tools/alpha/run/", f"/tools/alpha/run/?again={run.pk}", f"/runs/{run.pk}/"):
+        response = developer_client.get(url)
+        assert response.status_code == 200, url
+    form = developer_client.get(f"/tools/alpha/run/?again={run.pk}").content.decode()
+    assert 'value="kept"' in form and "[[[[" not in form
+    page = developer_client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"(not shown: {CONFIG_PATH}: {TOO_DEEP})" in page.replace("&quot;", '"')
+    assert "(not shown: result.structuredContent" in page
+
+
 @pytest.fixture
 def superuser_client(django_user_model) -> Client:
     user = django_user_model.objects.create_superuser("root", "root@example.org", "pw")

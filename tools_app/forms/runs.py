@@ -47,6 +47,8 @@ class JsonInputField(forms.CharField):
     def prepare_value(self, value: Any) -> Any:
         if value is None or isinstance(value, str):
             return value
+        if not offerable(value):
+            return ""
         return json.dumps(value, indent=2, ensure_ascii=False)
 
     def to_python(self, value: Any) -> Any:
@@ -55,6 +57,12 @@ class JsonInputField(forms.CharField):
             return None
         # The input's value is level 2 of the params: refused where the API refuses it.
         return parse_json_field(self.label, text, root=f"params.{self.label}", level=2)
+
+
+def offerable(value: Any) -> bool:
+    """May an input's earlier value be offered again? Not one nested past the cap (a run
+    stored before it): the form would refuse it, and indenting it recursed to a 500."""
+    return nesting.too_deep(value, level=2) is None
 
 
 def parse_json_field(label: str | None, text: str, root: str = "params", level: int = 1) -> Any:
@@ -301,6 +309,7 @@ def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:
         if name in manifest.inputs
         and not manifest.inputs[name].sensitive
         and manifest.inputs[name].type not in input_files.FILE_TYPES  # names, not bytes
+        and offerable(value)
     }
     return json.dumps(shown, indent=2, ensure_ascii=False)
 

@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 from pathlib import PurePosixPath
-from typing import IO
+from typing import IO, Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import health, integrations, presets, runs
+from tools_app import health, integrations, nesting, presets, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -208,6 +208,14 @@ def run_ending(run: Run) -> str:
     return f"Failed: the tool exited with code {code}."
 
 
+def shown_json(value: Any, root: str, level: int = 1, indent: int | None = None) -> str:
+    """`value` as JSON on the page; one nested past the cap (stored before it) is named
+    instead: json.dumps recursed on it to a 500."""
+    if (path := nesting.too_deep(value, root, level)) is not None:
+        return f"(not shown: {nesting.TooDeep(path)})"
+    return json.dumps(value, indent=indent, ensure_ascii=False)
+
+
 def can_read_output(request: HttpRequest, run: Run) -> bool:
     """The tool's output (result, progress, stderr, an http tool's response) follows the
     artifacts' rule (Run.can_download): it is made of the same things, the starter's
@@ -229,7 +237,7 @@ def _live_context(
         "elapsed": round((timezone.now() - run.started_at).total_seconds())
         if run.started_at and not run.is_finished
         else 0,
-        "result_json": json.dumps(run.result, indent=2, ensure_ascii=False)
+        "result_json": shown_json(run.result, "result", indent=2)
         if run.result and can_read
         else "",
         "updates": updates if can_read else [],
@@ -266,7 +274,7 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     context["manifest"] = runs.manifest_of(run.version)
     # Shown the way agents send them: strings as they are, the rest as JSON (true, 3.5).
     context["params"] = [
-        (name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        (name, value if isinstance(value, str) else shown_json(value, f"params.{name}", level=2))
         for name, value in run.params.items()
     ]
     return render(request, "runs/detail.html", context)
