@@ -8,13 +8,16 @@ import json
 import uuid
 
 import pytest
+from django.test import Client
 
+from tests.conftest import _user
 from tests.forms_support import submit
 from tests.integrations_support import fake_provider, send_json  # noqa: F401 (fixture)
 from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.roles import DEVELOPER
 from tools_app.versions import InvalidTool, publish_version, save_version
 
 pytestmark = pytest.mark.django_db
@@ -56,8 +59,10 @@ def tool(settings, provider) -> Tool:
     return Tool.objects.get(name="status")
 
 
-def finished_run(tool: Tool) -> Run:
-    run = runs.start_run(tool.published_version, {"key": CANARY}, actor=Actor.system(),
+def finished_run(tool: Tool, user=None) -> Run:
+    """A successful run, started by `user` (the only one but admins who may read it)."""
+    actor = Actor(user=user) if user is not None else Actor.system()
+    run = runs.start_run(tool.published_version, {"key": CANARY}, actor=actor,
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     run = runs.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
@@ -65,13 +70,13 @@ def finished_run(tool: Tool) -> Run:
 
 
 def test_it_saves_a_run_response_as_a_sample_that_unblocks_publishing(
-    tool, provider, developer_client
+    tool, provider, developer, developer_client
 ) -> None:
     with_output = {"TOOL.md": toolmd(provider.url, OUTPUTS)}
     with pytest.raises(InvalidTool) as blocked:
         save_version("status", with_output, actor=Actor.system())
     assert "unverified output" in str(blocked.value)
-    run = finished_run(tool)
+    run = finished_run(tool, developer)
 
     response = submit(developer_client, f"/runs/{run.pk}/", button=SAVE)
 
@@ -97,12 +102,18 @@ def test_it_saves_a_run_response_as_a_sample_that_unblocks_publishing(
 
 
 def test_it_offers_the_button_to_developers_on_successful_http_runs(
-    tool, developer_client, viewer_client
+    tool, developer, developer_client, viewer_client
 ) -> None:
-    run = finished_run(tool)
+    run = finished_run(tool, developer)
     assert SAVE in developer_client.get(f"/runs/{run.pk}/").content.decode()
     assert SAVE not in viewer_client.get(f"/runs/{run.pk}/").content.decode()
     assert viewer_client.post(f"/runs/{run.pk}/sample/").status_code == 403
+    # The response is the run's output: another developer may not read it, nor keep it.
+    other = _user("dev2", DEVELOPER)
+    other_client = Client()
+    other_client.force_login(other)
+    assert SAVE not in other_client.get(f"/runs/{run.pk}/").content.decode()
+    assert other_client.post(f"/runs/{run.pk}/sample/").status_code == 403
     assert tool.versions.count() == 1
     # A failed run kept no response: nothing to save.
     Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED)

@@ -131,6 +131,43 @@ HOSTILE = {
         lambda: zip_of(tool_files("alpha")),
         "TOOL.md is at the top of the zip",
     ),
+    # Names that read as other names: bidi controls and other invisible format characters.
+    "bidi override": (
+        lambda: _zip_with([(_info("alpha/evil\u202egnp.sh"), b"x")]),
+        "alpha/evil\\u202egnp.sh: names may not hold invisible formatting characters "
+        "(U+202E RIGHT-TO-LEFT OVERRIDE)",
+    ),
+    "bidi isolate in a folder": (
+        lambda: _zip_with([(_info("alpha/lib\u2067/x.ts"), b"x")]),
+        "(U+2067 RIGHT-TO-LEFT ISOLATE)",
+    ),
+    "left-to-right mark": (
+        lambda: _zip_with([(_info("alpha/a\u200e.ts"), b"x")]),
+        "(U+200E LEFT-TO-RIGHT MARK)",
+    ),
+    "zero-width space": (
+        lambda: _zip_with([(_info("alpha/in\u200bdex.ts"), b"x")]),
+        "(U+200B ZERO WIDTH SPACE)",
+    ),
+    # One file on a case-insensitive disk: which one wins depends on the order of writing.
+    "names differing by case": (
+        lambda: _zip_with([(_info("alpha/INDEX.ts"), b"x")]),
+        "alpha/INDEX.ts and alpha/index.ts: names that differ only by case are not allowed",
+    ),
+    "folders differing by case": (
+        lambda: _zip_with([(_info("alpha/Lib/a.ts"), b"x"), (_info("alpha/lib/b.ts"), b"x")]),
+        "alpha/Lib and alpha/lib: names that differ only by case",
+    ),
+    "tool folders differing by case": (
+        lambda: _zip_with([(_info("Alpha/TOOL.md"), b"x")]),
+        "Alpha and alpha: names that differ only by case",
+    ),
+    "normalization": (
+        lambda: _zip_with(
+            [(_info("alpha/caf\u00e9.ts"), b"x"), (_info("alpha/cafe\u0301.ts"), b"y")]
+        ),
+        "names that differ only by case are not allowed",
+    ),
     "not a zip": (lambda: b"this is not a zip file", "not a readable zip file"),
     "empty zip": (lambda: zip_of({}), "the zip holds no tool folders"),
 }
@@ -333,3 +370,27 @@ def test_import_needs_a_developer(viewer_client, client):
     upload["file"].seek(0)
     assert client.post("/tools/-/import/", upload).status_code == 302
     assert not Tool.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["evil\u202egnp.sh"], "alpha/evil\\u202egnp.sh: names may not hold invisible"),
+        (["lib/A.ts", "lib/a.ts"], "alpha/lib/A.ts and alpha/lib/a.ts: names that differ only"),
+    ],
+    ids=["bidi", "case"],
+)
+def test_a_folder_with_names_that_read_as_others_is_not_imported(db, tmp_path, names, message):
+    folder = tmp_path / "alpha"
+    folder.mkdir()
+    for path, data in tool_files("alpha").items():
+        (folder / path).write_bytes(data)
+    for name in names:
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_bytes(b"x")
+
+    with pytest.raises(importer.ImportRefused) as refused:
+        importer.import_tools(importer.read_dir(tmp_path), actor=Actor.system())
+
+    assert message in refused.value.lines[0].detail
+    _assert_nothing_imported()

@@ -188,6 +188,100 @@ def test_it_reports_bad_arguments_as_a_tool_error(live, make_tool):
     assert not Run.objects.exists()
 
 
+def deep(levels: int):
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_it_refuses_arguments_past_the_nesting_cap_as_invalid_params(console_url, make_tool):
+    """The console's one nesting cap (tools_app/nesting.py): a JSON-RPC invalid-params
+    error naming the path, before any run exists; at the cap the call goes through."""
+    make_tool("greet", language="python", inputs=NAME)
+    _, raw = token()
+
+    async def go(client):
+        errors = []
+        for levels in (64, 150):
+            try:
+                await client.call_tool("greet", {"name": "a", "extra": deep(levels)})
+            except MCPError as exc:
+                errors.append((exc.code, exc.message))
+        return errors
+
+    errors = mcp_call(console_url, raw, go)
+
+    path = "params.extra" + "[0]" * 63
+    assert errors == [(-32602, f"{path}: nested deeper than 64 levels")] * 2, errors
+    assert not Run.objects.exists()
+
+
+def test_it_caps_arguments_at_the_apis_params_limit(console_url, make_tool):
+    """The REST API's 1 MiB params cap (413 there): over MCP a JSON-RPC invalid-params
+    error saying the limit, before any run exists."""
+    from tools_app.api.limits import MAX_PARAMS_BYTES
+
+    make_tool("greet", language="python", inputs=NAME)
+    _, raw = token()
+
+    async def go(client):
+        try:
+            await client.call_tool("greet", {"name": "x" * (3 * 1024 * 1024)})
+        except MCPError as exc:
+            return exc.code, exc.message
+        return None
+
+    code, message = mcp_call(console_url, raw, go)
+
+    assert code == -32602
+    assert f"the limit is {MAX_PARAMS_BYTES} bytes" in message, message
+    assert not Run.objects.exists()
+
+
+def test_a_body_over_the_sdks_cap_is_refused_before_it_is_parsed(console_url):
+    """The SDK caps a body at 4 MiB (declared or streamed) with a 413, before parsing;
+    a call's arguments are then capped at 1 MiB like REST params (above)."""
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE as LIMIT
+
+    _, raw = token()
+    headers = {
+        "Authorization": f"Bearer {raw}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    url = f"{console_url}/mcp"
+
+    def chunks():  # no Content-Length: the bytes are counted as they come
+        for _ in range(LIMIT // (1 << 20) + 2):
+            yield b" " * (1 << 20)
+
+    declared = httpx.post(url, content=b" " * (LIMIT + 1), headers=headers, timeout=60)
+    chunked = httpx.post(url, content=chunks(), headers=headers, timeout=60)
+
+    assert declared.status_code == chunked.status_code == 413
+
+
+def test_a_body_nested_thousands_deep_is_a_protocol_error_not_a_500(console_url, make_tool):
+    make_tool("greet", language="python", inputs=NAME)
+    _, raw = token()
+    arguments = '{"name": "a", "extra": ' + "[" * 5000 + "]" * 5000 + "}"
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "greet", '
+        '"arguments": ' + arguments + "}}"
+    )
+    headers = {
+        "Authorization": f"Bearer {raw}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+
+    response = httpx.post(f"{console_url}/mcp", content=body, headers=headers, timeout=30)
+
+    assert 400 <= response.status_code < 500, (response.status_code, response.text[:300])
+    assert not Run.objects.exists()
+
+
 def test_it_refuses_user_only_and_hidden_inputs_from_a_model(live, make_tool):
     """A model never fills a `user-only` input (a preset an admin sets) or a `hidden` one
     (an integration fills it): MCP neither lists them nor takes them as arguments."""

@@ -193,3 +193,44 @@ def test_the_sandbox_refuses_a_parent_of_the_project_too(tmp_path):
     assert "settings.py" not in outcome.result["content"][0]["text"]
     assert any("contains the console's own files" in n for n in outcome.notices)
     assert (project / "console" / "settings.py").is_file()
+
+
+def test_run_notices_name_no_host_path(tmp_path, settings, monkeypatch):
+    """A refused path is named by its setting or integration field and its position,
+    never by a host path: run notices reach viewers and the tool itself. The SQLite
+    database, the state dir and a folder holding them were all named in full before."""
+    database = tmp_path / "var" / "console.sqlite3"
+    database.parent.mkdir()
+    database.touch()
+    monkeypatch.setitem(connection.settings_dict, "NAME", str(database))
+    state = Path(django_settings.STATE_DIR)
+    settings.TOOL_INPUT_DIRS = [str(database), str(database.parent), str(state), "/"]
+    notices: list[str] = []
+
+    assert runs.readable_paths([], notices) == ()
+
+    assert len(notices) == 4, notices
+    assert notices[0] == (
+        "CONSOLE_TOOL_INPUT_DIRS path 1 was not made readable: it is the SQLite database: "
+        "tools must never read it."
+    )
+    shown = "\n".join(notices)
+    for host_path in (database, database.parent, state, tmp_path, django_settings.BASE_DIR):
+        assert str(host_path) not in shown, shown
+    assert "'/'" not in shown
+
+
+def test_an_integrations_refused_path_is_named_by_its_field(tmp_path, monkeypatch):
+    database = tmp_path / "console.sqlite3"
+    database.touch()
+    monkeypatch.setitem(connection.settings_dict, "NAME", str(database))
+    support.create("email_db", values={"path": str(tmp_path / "mail.sqlite3")})
+    Integration.objects.filter(slug="email_db").update(values={"path": str(database)})
+    notices: list[str] = []
+
+    assert integrations.readable_paths_for(["email_db"], notices) == []
+
+    assert notices == [
+        "integration 'email_db' field 'path': path was not made readable: it is the SQLite "
+        "database: tools must never read it."
+    ]

@@ -59,8 +59,8 @@ def test_a_cancelled_run_shows_one_box(viewer_client, search, developer):
     assert 'class="result is-error' not in html
 
 
-def test_it_offers_the_raw_result_json_and_a_copy_button(viewer_client, search, developer):
-    html = page(viewer_client, finished(search, developer))
+def test_it_offers_the_raw_result_json_and_a_copy_button(developer_client, search, developer):
+    html = page(developer_client, finished(search, developer))
     assert '<pre id="result-json" tabindex="0">' in html and "&quot;isError&quot;: false" in html
     assert 'data-copy="#result-json"' in html and "js/copy.js" in html
 

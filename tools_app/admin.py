@@ -17,11 +17,13 @@ from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
 from django.db import DataError, NotSupportedError, transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from tools_app import nesting
 from tools_app.audit import Actor, record
 from tools_app.audit_targets import attach_targets, target_label, target_url
 from tools_app.integrations.policy import set_allow_test_runs
@@ -419,11 +421,56 @@ class AgentTokenAdmin(AuditedAdmin):
 # --- Runs ------------------------------------------------------------------------------
 
 
-class RunUpdateInline(ReadOnlyInline):
+def shown_json(text: str | None) -> str:
+    """A JSON column's text as admin shows it: pretty-printed within the nesting cap; a
+    value stored before the cap (or a tool's result) deeper than that is not parsed by
+    Django's JSONField, whose recursion ran out of stack and made the page a 500."""
+    if text is None:
+        return "-"
+    try:
+        value = nesting.loads(text, root="")
+    except nesting.TooDeep as exc:
+        return f"(not shown: {exc})"
+    except ValueError:
+        return text[:10_000]
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class SafeJsonAdmin:
+    """Reads the model's JSON fields as text (a Cast in the query) and shows them with
+    shown_json, in place of the JSONField's own parsing."""
+
+    json_fields: tuple[str, ...] = ()
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        texts = {f"{name}_text": Cast(name, TextField()) for name in self.json_fields}
+        return super().get_queryset(request).defer(*self.json_fields).annotate(**texts)
+
+    def get_exclude(self, request: HttpRequest, obj=None):
+        return (*(super().get_exclude(request, obj) or ()), *self.json_fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        shown = tuple(f"{name}_shown" for name in self.json_fields)
+        return (*super().get_readonly_fields(request, obj), *shown)
+
+
+def json_display(name: str):
+    """The read-only field `<name>_shown` of a SafeJsonAdmin."""
+
+    @admin.display(description=name)
+    def show(self, obj) -> str:
+        return format_html("<pre>{}</pre>", shown_json(getattr(obj, f"{name}_text", None)))
+
+    return show
+
+
+class RunUpdateInline(SafeJsonAdmin, ReadOnlyInline):
     model = RunUpdate
-    fields = ("seq", "created_at", "content")
-    readonly_fields = fields
+    json_fields = ("content",)
+    fields = ("seq", "created_at", "content_shown")
+    readonly_fields = ("seq", "created_at")
     show_change_link = False
+    content_shown = json_display("content")
 
 
 class RunArtifactInline(ReadOnlyInline):
@@ -433,18 +480,25 @@ class RunArtifactInline(ReadOnlyInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(SafeJsonAdmin, ReadOnlyAdmin):
     list_display = ("id", "tool", "status", "via", "user", "token", "created_at", "finished_at")
     list_filter = ("status", "via", ("created_at", admin.DateFieldListFilter))
     search_fields = ("tool__name", "id")
     list_select_related = ("tool", "user", "token")
     # Sensitive params live sealed until the run starts; `params` holds the masked copy.
     exclude = ("sealed_params",)
+    json_fields = ("params", "result", "notices", "response")
+    params_shown = json_display("params")
+    result_shown = json_display("result")
+    notices_shown = json_display("notices")
+    response_shown = json_display("response")
     inlines = [RunArtifactInline, RunUpdateInline]
 
 
 @admin.register(RunUpdate)
-class RunUpdateAdmin(ReadOnlyAdmin):
+class RunUpdateAdmin(SafeJsonAdmin, ReadOnlyAdmin):
+    json_fields = ("content",)
+    content_shown = json_display("content")
     list_display = ("run", "seq", "created_at")
     list_select_related = ("run",)
 

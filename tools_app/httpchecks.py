@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import jmespath
 
-from tools_app import egress
+from tools_app import egress, nesting
 from tools_app.toolmd import ERROR, Manifest, Problem
 
 SAMPLE_KEYS = ("source", "status", "body")
@@ -60,12 +60,18 @@ def read_samples(
             continue
         shown = f"{folder}/{name}" if folder else name
         try:
-            data = json.loads(files[name].decode("utf-8"))
+            data = nesting.loads(files[name].decode("utf-8"), root="")
         except UnicodeDecodeError:
             problems.append(Problem(shown, 1, "file", "is not UTF-8"))
             continue
         except json.JSONDecodeError as exc:
             problems.append(Problem(shown, exc.lineno, "file", f"is not JSON: {exc.msg}"))
+            continue
+        except nesting.TooDeep as exc:
+            problems.append(Problem(shown, 1, "file", f"is not usable JSON: {exc}"))
+            continue
+        except ValueError:  # an integer past Python's digit limit
+            problems.append(Problem(shown, 1, "file", "is not usable JSON: a number is too long"))
             continue
         if not isinstance(data, dict):
             problems.append(Problem(shown, 1, "file", 'must be {"source", "status", "body"}'))

@@ -46,7 +46,7 @@ import httpcore
 import httpx
 import jmespath
 
-from tools_app import egress, egress_http, http, toolmd
+from tools_app import egress, egress_http, http, nesting, toolmd
 from tools_app.runner import Artifact, Redactor, RunOutcome
 from tools_app.toolmd import Manifest
 
@@ -429,7 +429,9 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
         data: Any = None
     else:
         try:
-            data = json.loads(result.text())
+            # The console's nesting cap: the body becomes the run's structured result,
+            # which pages, the API and MCP walk recursively.
+            data = nesting.loads(result.text(), root="body", level=2)
         except json.JSONDecodeError as exc:
             return outcome(
                 "failed",
@@ -437,6 +439,12 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
                     f"{shown}: the response is not JSON ({exc.msg} at line {exc.lineno})",
                     error=True,
                 ),
+            )
+        except (nesting.TooDeep, ValueError) as exc:  # ValueError: a number too long
+            problem = str(exc) if isinstance(exc, nesting.TooDeep) else "a number is too long"
+            return outcome(
+                "failed",
+                _text_result(f"{shown}: the response is not usable JSON: {problem}", error=True),
             )
     response = {"status": result.status, "body": data}
     if not manifest.outputs:

@@ -2,7 +2,10 @@
 
 A zip comes from someone's machine, so it is read as hostile: nothing is extracted to disk,
 every entry's path must be a safe relative path (no `../x`, no `/etc/x`, no drive letters
-or backslashes), symbolic links, encrypted entries and duplicate names are refused, and
+or backslashes), symbolic links, encrypted entries and duplicate names are refused, so are
+names holding invisible formatting characters (bidi overrides such as U+202E, zero-width
+marks: Unicode category Cf, which make one name read as another) and names that differ
+only by case (one file on a case-insensitive disk; `check_names`, for folders too), and
 sizes are bounded twice: by the sizes the zip declares (before anything is decompressed)
 and by counting the bytes that actually come out (a zip may lie about its sizes), with a
 cap on the compression ratio for zip bombs. Any refusal raises ZipRefused with a message a
@@ -16,8 +19,9 @@ tools never reaches the registry."""
 from __future__ import annotations
 
 import stat
+import unicodedata
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -118,6 +122,8 @@ def _checked_entries(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
             raise ZipRefused(f"unsafe entry {shown!r}: {_reason(exc)}") from None
         if name in seen:
             raise ZipRefused(f"{shown}: appears twice in the zip")
+        if (problem := name_problem(name)) is not None:
+            raise ZipRefused(f"{_shown(name)}: {problem}")
         seen.add(name)
         if _is_symlink(info):
             raise ZipRefused(f"{shown}: symbolic links are not allowed")
@@ -143,7 +149,46 @@ def _checked_entries(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
                 f"more than {MAX_RATIO} to 1 looks like a zip bomb"
             )
         entries.append(info)
+    kept = [info.filename.rstrip("/") for info in infos if not _is_junk(info.filename)]
+    if (problem := collision_problem(kept)) is not None:
+        raise ZipRefused(problem)
     return entries
+
+
+def name_problem(path: str) -> str | None:
+    """Why `path` may not be a name in an import beyond bundle.safe_relpath's rules: an
+    invisible formatting character (Unicode category Cf: bidi controls U+202A-U+202E and
+    U+2066-U+2069, U+200E/U+200F, zero-width marks) lets `evil\u202egnp.sh` read as
+    `evilhs.png` in every listing of the tool."""
+    for char in path:
+        if unicodedata.category(char) == "Cf":
+            name = unicodedata.name(char, "a formatting character")
+            return (
+                f"names may not hold invisible formatting characters (U+{ord(char):04X} "
+                f"{name}): they make a name read as another"
+            )
+    return None
+
+
+def collision_problem(paths: Iterable[str]) -> str | None:
+    """Two names (files or folders) that differ only by case or Unicode normalization:
+    on a case-insensitive disk (macOS, Windows, a sync client's) they are one file, and
+    which one wins depends on the order of writing."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        parts = path.split("/")
+        for end in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:end])
+            other = seen.setdefault(unicodedata.normalize("NFC", prefix).casefold(), prefix)
+            if other != prefix:
+                first, second = sorted((_shown(other), _shown(prefix)))
+                return f"{first} and {second}: names that differ only by case are not allowed"
+    return None
+
+
+def _shown(name: str) -> str:
+    """`name` in ASCII, each other character escaped (\\u202e): seen as it is."""
+    return name.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _read_entries(
@@ -277,6 +322,15 @@ def validate(tools: list[ToolImport]) -> list[ToolImport]:
             bundle.check_files(tool.files)
         except bundle.BundleError as exc:
             tool.problems.append(toolmd.Problem(label, 1, "files", str(exc)))
+            continue
+        # A zip's names were checked as it was read; a folder's are checked here.
+        names = [
+            f"{_shown(f'{tool.folder}/{p}')}: {m}" for p in tool.files if (m := name_problem(p))
+        ]
+        collision = collision_problem(f"{tool.folder}/{p}" for p in tool.files)
+        if names or collision:
+            for message in names or [collision]:
+                tool.problems.append(toolmd.Problem(label, 1, "files", message))
             continue
         tool.problems += toolmd.validate_files(tool.files, tool.folder).problems
     return tools

@@ -45,9 +45,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from tools_app import runs, schema, toolmd
+from tools_app import nesting, runs, schema, toolmd
 from tools_app.api import auth
 from tools_app.api.conditional import published_revision
+from tools_app.api.limits import MAX_PARAMS_BYTES, params_size
 from tools_app.audit import Actor
 from tools_app.models import Run, RunUpdate, Tool
 from tools_app.models.runs import FINISHED, RunVia
@@ -163,9 +164,23 @@ def start(name: str, arguments: dict[str, Any], token: Any, ip: str | None) -> R
         tool = tool.first()
     if tool is None or tool.published_version is None:
         raise MCPError(types.INVALID_PARAMS, f"no published tool is named {name[:100]!r}")
+    check_arguments(tool.published_version, arguments)
     return runs.start_run(
         tool.published_version, arguments, actor=Actor(token=token, ip=ip), via=RunVia.MCP
     )
+
+
+def check_arguments(version: Any, arguments: dict[str, Any]) -> None:
+    """The REST API's limits on params, as protocol errors (invalid params): the nesting
+    cap, then 1 MiB of JSON (file bytes not counted), before any run exists."""
+    try:
+        nesting.check(arguments, "params")
+    except nesting.TooDeep as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc), {"path": exc.path}) from None
+    size = params_size(runs.manifest_of(version), arguments)
+    if size > MAX_PARAMS_BYTES:
+        message = f"the arguments are {size} bytes of JSON; the limit is {MAX_PARAMS_BYTES} bytes"
+        raise MCPError(types.INVALID_PARAMS, message, {"limit": MAX_PARAMS_BYTES, "size": size})
 
 
 def news(run_id: Any, after: int) -> tuple[str, dict | None, list[tuple[int, list]]]:

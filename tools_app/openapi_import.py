@@ -41,14 +41,14 @@ import yaml
 from django.db import transaction
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from tools_app import strictyaml, toolmd
+from tools_app import nesting, strictyaml, toolmd
 from tools_app.audit import Actor, record
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
 from tools_app.versions import InvalidTool, save_version, validate
 
 MAX_DOCUMENT = 10 * 1024 * 1024  # bytes; checked before parsing
-MAX_DEPTH = 100  # nesting of the document (JSON or YAML)
+MAX_DEPTH = nesting.MAX_DEPTH  # nesting of the document (JSON or YAML): the console's cap
 MAX_OPERATIONS = 2000
 MAX_OUTPUTS = 30
 MAX_SAMPLE_DEPTH = 8  # a sample built from a schema stops here
@@ -92,16 +92,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _depth_ok(value: Any, depth: int = 0) -> None:
-    stack = [(value, depth)]
-    while stack:
-        item, level = stack.pop()
-        if level > MAX_DEPTH:
-            raise OpenApiError(f"the document is nested deeper than {MAX_DEPTH} levels")
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
+def _depth_ok(value: Any) -> None:
+    try:
+        nesting.check(value, root="")
+    except nesting.TooDeep as exc:
+        raise OpenApiError(f"the document is too deep: {exc}") from None
 
 
 def parse_document(data: bytes) -> dict[str, Any]:
@@ -119,16 +114,16 @@ def parse_document(data: bytes) -> dict[str, Any]:
         raise OpenApiError("the document is empty")
     if text.lstrip().startswith("{"):
         try:
-            document = json.loads(text, object_pairs_hook=_no_duplicates)
+            document = nesting.loads(text, root="", object_pairs_hook=_no_duplicates)
         except json.JSONDecodeError as exc:
             raise OpenApiError(f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
-        except RecursionError:
-            raise OpenApiError(f"the document is nested deeper than {MAX_DEPTH} levels") from None
+        except nesting.TooDeep as exc:
+            raise OpenApiError(f"the document is too deep: {exc}") from None
         except ValueError as exc:  # e.g. an integer of more digits than Python converts
             raise OpenApiError(f"not valid JSON: {str(exc)[:120]}") from None
-        _depth_ok(document)
     else:
         document = _read_yaml(text)
+        _depth_ok(document)
     if not isinstance(document, dict):
         raise OpenApiError("not an OpenAPI document: the top level must be a mapping")
     _check_version(document)

@@ -31,7 +31,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from tools_app import input_files
+from tools_app import input_files, nesting
 from tools_app.toolmd import ARRAY_TYPES, InputSpec, Manifest, text_problems
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -251,6 +251,10 @@ def validate_params(
     never quote the value of a sensitive input."""
     if not isinstance(params, dict):
         return {}, [f"params: must be an object, got {_json_kind(params)}"]
+    # First: jsonschema and everything after it walk the value recursively.
+    too_deep = nesting.too_deep(params, "params")
+    if too_deep is not None:
+        return {}, [str(nesting.TooDeep(too_deep))]
     filled = {key: value for key, value in params.items() if value is not None}
     for name, spec in manifest.inputs.items():
         if spec.has_default and name not in filled:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ninja import NinjaAPI, Swagger
 
 from tools_app.api import env, errors, health, registry, runs, sync
+from tools_app.api.limits import NestingParser
 
 api = NinjaAPI(
     title="Tool Console agent API",
@@ -33,6 +34,7 @@ api = NinjaAPI(
         "[← Back to the Tool Console](/)"
     ),
     urls_namespace="api",
+    parser=NestingParser(),
     # Ninja is in INSTALLED_APPS, so Swagger UI comes from its static files, not a CDN;
     # no validatorUrl keeps the page from sending the spec to validator.swagger.io.
     docs=Swagger(settings={"validatorUrl": None}),

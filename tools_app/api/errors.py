@@ -15,6 +15,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
+from tools_app import nesting
+
 logger = logging.getLogger("tools_app.api")
 
 
@@ -50,7 +52,10 @@ def shown(value: str, limit: int = 80) -> str:
 
 
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    response = error_response(exc.status_code, exc.message, getattr(exc, "detail", None))
+    detail = getattr(exc, "detail", None)
+    if isinstance(exc.__cause__, nesting.TooDeep):  # ninja's 400 for an unparsable body
+        detail = [str(exc.__cause__)]
+    response = error_response(exc.status_code, exc.message, detail)
     if exc.status_code == 401:
         response["WWW-Authenticate"] = 'Bearer realm="tool-console"'
     elif exc.status_code == 403 and getattr(exc, "scope", ""):

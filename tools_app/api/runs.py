@@ -5,7 +5,6 @@ for a run that does not exist, so run ids cannot be probed."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -19,11 +18,11 @@ from django.urls import reverse
 from ninja import Query, Router, Schema
 from ninja.decorators import decorate_view
 
-from tools_app import input_files, runs
+from tools_app import runs
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import visible_tool, visible_version
 from tools_app.api.errors import ApiError
-from tools_app.api.limits import MAX_PARAMS_BYTES, capped_body, too_large
+from tools_app.api.limits import MAX_PARAMS_BYTES, capped_body, params_size, too_large
 from tools_app.api.schemas import ErrorOut
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact, RunUpdate
@@ -124,11 +123,8 @@ def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
     else:
         version = tool.published_version
     params = {} if body.params is None else body.params
-    # surrogatepass: a lone surrogate (\ud800) is still counted; validation judges it.
-    # File bytes are judged per file (10 MiB each) by validation, not by this cap.
-    counted = input_files.without_data(runs.manifest_of(version), params)
-    text = json.dumps(counted, ensure_ascii=False, separators=(",", ":"))
-    size = len(text.encode("utf-8", "surrogatepass"))
+    # (NestingParser already refused params nested too deep for json.dumps to count.)
+    size = params_size(runs.manifest_of(version), params)
     if size > MAX_PARAMS_BYTES:
         raise too_large("params", size, MAX_PARAMS_BYTES)
     try:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from tools_app import presets
+from tools_app import nesting, presets
 from tools_app.forms.runs import parse_json_field
 from tools_app.toolmd import InputSpec
 from tools_app.versions import SAMPLE_NAME_RE
@@ -44,6 +44,15 @@ class PresetForm(forms.Form):
         spec = self.inputs.get(data.get("input", ""))
         if spec is None or "value" not in data:
             return data
+        if spec.type not in ("string", "enum") and data["value"].lstrip()[:1] in ("[", "{"):
+            # The nesting cap with its path, even where the parser runs out of stack.
+            try:
+                nesting.loads(data["value"], root=f"params.{spec.name}", level=2)
+            except nesting.TooDeep as exc:
+                self.add_error("value", str(exc))
+                return data
+            except ValueError:
+                pass  # parse_value words the other JSON problems
         try:
             data["typed"] = presets.parse_value(spec, data["value"])
         except presets.PresetError as exc:
@@ -96,4 +105,5 @@ class DocumentedSampleForm(forms.Form):
         return name
 
     def clean_body(self) -> Any:
-        return parse_json_field("Response body", self.cleaned_data["body"])
+        # The body is level 2 of the sample file, as read_samples reads it.
+        return parse_json_field("Response body", self.cleaned_data["body"], root="body", level=2)

@@ -11,7 +11,7 @@ from urllib.parse import unquote_to_bytes
 from django import forms
 from django.contrib.auth import get_user_model
 
-from tools_app import input_files, listinput
+from tools_app import input_files, listinput, nesting
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
@@ -47,20 +47,32 @@ class JsonInputField(forms.CharField):
     def prepare_value(self, value: Any) -> Any:
         if value is None or isinstance(value, str):
             return value
+        if not offerable(value):
+            return ""
         return json.dumps(value, indent=2, ensure_ascii=False)
 
     def to_python(self, value: Any) -> Any:
         text = super().to_python(value)
         if text in self.empty_values:
             return None
-        return parse_json_field(self.label, text)
+        # The input's value is level 2 of the params: refused where the API refuses it.
+        return parse_json_field(self.label, text, root=f"params.{self.label}", level=2)
 
 
-def parse_json_field(label: str | None, text: str) -> Any:
+def offerable(value: Any) -> bool:
+    """May an input's earlier value be offered again? Not one nested past the cap (a run
+    stored before it): the form would refuse it, and indenting it recursed to a 500."""
+    return nesting.too_deep(value, level=2) is None
+
+
+def parse_json_field(label: str | None, text: str, root: str = "params", level: int = 1) -> Any:
     """JSON from a textarea, or a ValidationError saying where it broke, after "label: "
-    (the message stands alone, capitalised, with no label)."""
+    (the message stands alone, capitalised, with no label). Past the nesting cap the
+    message names the path, from `root` (the value's place, at `level`: nesting.py)."""
     try:
-        return json.loads(text)
+        return nesting.loads(text, root=root, level=level)
+    except nesting.TooDeep as exc:
+        raise forms.ValidationError(str(exc)) from None
     except json.JSONDecodeError as exc:
         problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
     except (ValueError, RecursionError):
@@ -297,6 +309,7 @@ def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:
         if name in manifest.inputs
         and not manifest.inputs[name].sensitive
         and manifest.inputs[name].type not in input_files.FILE_TYPES  # names, not bytes
+        and offerable(value)
     }
     return json.dumps(shown, indent=2, ensure_ascii=False)
 

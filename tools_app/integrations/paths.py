@@ -8,10 +8,13 @@ starts (a value stored before this rule existed is then not bound)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
+
+logger = logging.getLogger("tools_app.integrations")
 
 
 def protected_paths() -> list[tuple[str, Path]]:
@@ -32,9 +35,10 @@ def protected_paths() -> list[tuple[str, Path]]:
     return [(what, Path(path).resolve()) for what, path in found if path]
 
 
-def protected_path_problem(value: str) -> str | None:
+def protected_path_problem(value: str, *, name_paths: bool = True) -> str | None:
     """Why `value` may not be bound into a sandbox, or None. Symlinks and `..` are resolved
-    first, so neither hides a protected path."""
+    first, so neither hides a protected path. `name_paths=False` leaves the protected
+    path out of the message (for run notices, which viewers and tools see)."""
     try:
         path = Path(value).resolve()
     except (OSError, RuntimeError, ValueError):
@@ -43,23 +47,31 @@ def protected_path_problem(value: str) -> str | None:
     # The most telling reason first: "is the database" over "lies inside the state dir".
     for what, target in protected:
         if path == target:
-            return f"is {what} ({target}): tools must never read it"
+            return f"is {what}{_named(target, name_paths)}: tools must never read it"
     for what, target in protected:
         if target.is_relative_to(path):
-            return f"contains {what} ({target}): tools must never read it"
+            return f"contains {what}{_named(target, name_paths)}: tools must never read it"
     for what, target in protected:
         if path.is_relative_to(target):
-            return f"lies inside {what} ({target}): tools must never read it"
+            return f"lies inside {what}{_named(target, name_paths)}: tools must never read it"
     return None
+
+
+def _named(target: Path, name_paths: bool) -> str:
+    return f" ({target})" if name_paths else ""
 
 
 def bindable(paths: list[Path], notices: list[str], *, source: str) -> list[Path]:
     """The paths that pass protected_path_problem, resolved (what is checked is what gets
-    bound); each refused one adds a notice naming `source`."""
+    bound); each refused one adds a notice naming `source` (and which of its paths by
+    position), never a host path: run notices reach viewers and the tool. The log says
+    which path it was, for the admin."""
     kept = []
-    for path in paths:
-        if problem := protected_path_problem(str(path)):
-            notices.append(f"{source} path {str(path)!r} was not made readable: it {problem}.")
+    for number, path in enumerate(paths, 1):
+        if problem := protected_path_problem(str(path), name_paths=False):
+            which = f"{source} path {number}" if len(paths) > 1 else f"{source} path"
+            notices.append(f"{which} was not made readable: it {problem}.")
+            logger.warning("%s (%s) was not made readable: it %s", which, path, problem)
             continue
         kept.append(Path(path).resolve())
     return kept

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -177,6 +178,9 @@ def run_save_sample(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     """Keep a successful http run's (already redacted) response as a sample of its tool,
     in a new draft version, with the run id as its source."""
     run = get_object_or_404(Run.objects.select_related("tool"), pk=run_id)
+    if not run.can_download(Actor.from_request(request)):
+        # The response is the run's output: its starter's and admins' only, like artifacts.
+        raise PermissionDenied("Only the person who started this run, or an admin, may.")
     if run.status != RunStatus.SUCCEEDED or not isinstance(run.response, dict):
         raise Http404("This run kept no response to save.")
     try:

@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 from pathlib import PurePosixPath
-from typing import IO
+from typing import IO, Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import health, integrations, presets, runs
+from tools_app import health, integrations, nesting, presets, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -208,8 +208,28 @@ def run_ending(run: Run) -> str:
     return f"Failed: the tool exited with code {code}."
 
 
-def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> dict:
+def shown_json(value: Any, root: str, level: int = 1, indent: int | None = None) -> str:
+    """`value` as JSON on the page; one nested past the cap (stored before it) is named
+    instead: json.dumps recursed on it to a 500."""
+    if (path := nesting.too_deep(value, root, level)) is not None:
+        return f"(not shown: {nesting.TooDeep(path)})"
+    return json.dumps(value, indent=indent, ensure_ascii=False)
+
+
+def can_read_output(request: HttpRequest, run: Run) -> bool:
+    """The tool's output (result, progress, stderr, an http tool's response) follows the
+    artifacts' rule (Run.can_download): it is made of the same things, the starter's
+    inputs and what the tool fetched with credentials. Viewers and other developers see
+    that the run happened, its inputs (sensitive ones masked), status and notices."""
+    return run.can_download(Actor(user=request.user))
+
+
+def _live_context(
+    request: HttpRequest, run: Run, updates: list[RunUpdate], can_read: bool | None = None
+) -> dict:
     last_seq = updates[-1].seq if updates else seq_param(request.GET.get("after"))
+    if can_read is None:
+        can_read = can_read_output(request, run)
     return {
         "run": run,
         "ending": run_ending(run) if run.is_finished else "",
@@ -217,14 +237,17 @@ def _live_context(request: HttpRequest, run: Run, updates: list[RunUpdate]) -> d
         "elapsed": round((timezone.now() - run.started_at).total_seconds())
         if run.started_at and not run.is_finished
         else 0,
-        "result_json": json.dumps(run.result, indent=2, ensure_ascii=False) if run.result else "",
-        "updates": updates,
+        "result_json": shown_json(run.result, "result", indent=2)
+        if run.result and can_read
+        else "",
+        "updates": updates if can_read else [],
+        "can_read_output": can_read,
         "last_seq": last_seq,
         "artifacts": list(run.artifacts.all()) if run.is_finished else [],
         "can_run": has_role(request.user, DEVELOPER),
-        "can_download": run.can_download(Actor(user=request.user)),
+        "can_download": can_read,
         "can_cancel": may_cancel(request.user, run),
-        "can_save_sample": _can_save_sample(request, run),
+        "can_save_sample": can_read and _can_save_sample(request, run),
         "poll_interval": POLL_INTERVAL,
         # A queued run says whether anyone will pick it up (one query).
         "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,
@@ -245,12 +268,13 @@ def _can_save_sample(request: HttpRequest, run: Run) -> bool:
 @role_required(VIEWER)
 def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     run = _run_or_404(run_id)
-    updates = list(run.updates.all())
-    context = _live_context(request, run, updates)
+    readable = can_read_output(request, run)
+    updates = list(run.updates.all()) if readable else []
+    context = _live_context(request, run, updates, readable)
     context["manifest"] = runs.manifest_of(run.version)
     # Shown the way agents send them: strings as they are, the rest as JSON (true, 3.5).
     context["params"] = [
-        (name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+        (name, value if isinstance(value, str) else shown_json(value, f"params.{name}", level=2))
         for name, value in run.params.items()
     ]
     return render(request, "runs/detail.html", context)
@@ -265,8 +289,11 @@ def run_updates(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     after = seq_param(request.GET.get("after"))
     run = _run_or_404(run_id)
     # The status was read first: if it says finished, every update is already stored.
-    updates = list(run.updates.filter(seq__gt=after))
-    response = render(request, "runs/detail.html#poll", _live_context(request, run, updates))
+    readable = can_read_output(request, run)
+    updates = list(run.updates.filter(seq__gt=after)) if readable else []
+    response = render(
+        request, "runs/detail.html#poll", _live_context(request, run, updates, readable)
+    )
     response["Cache-Control"] = "no-store"
     patch_vary_headers(response, ("HX-Request",))
     return response
