@@ -569,3 +569,40 @@ def test_a_fresh_run_form_puts_focus_in_its_first_field(developer_client, search
     fields = re.findall(r"<(?:input|select|textarea)[^>]*>", form)
     fields = [f for f in fields if 'type="hidden"' not in f]
     assert "autofocus" in fields[0] and not any("autofocus" in f for f in fields[1:])
+
+
+def test_status_and_cancel_come_before_the_growing_progress_list(
+    developer_client, search, developer
+):
+    run = make_run(search, developer, status=RunStatus.RUNNING, started_at=timezone.now(),
+                   heartbeat_at=timezone.now())  # fmt: skip
+    add_updates(run, *[f"step {n}" for n in range(50)])
+
+    html = developer_client.get(reverse("run", args=[run.pk])).content.decode()
+
+    assert (
+        html.index('id="run-status"')
+        < html.index('id="cancel-run"')
+        < html.index('id="run-updates"')
+    )
+
+
+def test_a_running_run_whose_worker_went_quiet_says_so_before_it_is_lost(
+    developer_client, search, developer, settings
+):
+    settings.RUN_HEARTBEAT_SECONDS = 5
+    settings.RUN_LOST_AFTER_SECONDS = 30
+    quiet = timezone.now() - timedelta(seconds=12)
+    run = make_run(search, developer, status=RunStatus.RUNNING, started_at=quiet,
+                   heartbeat_at=quiet)  # fmt: skip
+    url = reverse("run_updates", args=[run.pk])
+
+    page = developer_client.get(reverse("run", args=[run.pk])).content.decode()
+    partial = developer_client.get(url, headers={"HX-Request": "true"}).content.decode()
+
+    for html in (page, partial):
+        assert "Its worker has not reported for 12 s" in html
+        assert "marked lost after 30 s" in html
+    assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+    assert "has not reported" not in developer_client.get(url).content.decode()

@@ -9,6 +9,7 @@ import uuid
 from pathlib import PurePosixPath
 from typing import IO, Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -251,7 +252,21 @@ def _live_context(
         "poll_interval": POLL_INTERVAL,
         # A queued run says whether anyone will pick it up (one query).
         "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,
+        "worker_silent": worker_silence(run),
+        "lost_after": int(settings.RUN_LOST_AFTER_SECONDS),
     }
+
+
+def worker_silence(run: Run) -> int | None:
+    """Seconds since a running run's worker last beat, once that is over two beats: the
+    page says so at once instead of showing "running" until the run turns lost."""
+    if run.status != RunStatus.RUNNING:
+        return None
+    beat = run.heartbeat_at or run.started_at
+    if beat is None:
+        return None
+    silent = (timezone.now() - beat).total_seconds()
+    return int(silent) if silent > 2 * float(settings.RUN_HEARTBEAT_SECONDS) else None
 
 
 def _can_save_sample(request: HttpRequest, run: Run) -> bool:
