@@ -50,3 +50,14 @@ def test_it_needs_a_login_and_knows_only_its_pages(client, viewer_client):
     assert client.get(reverse("docs")).status_code == 302
     for page in ("nope", "..", "agent-api.md", "README"):
         assert viewer_client.get(f"/docs/{page}/").status_code == 404
+
+
+def test_it_shows_this_consoles_address_instead_of_the_placeholder(viewer_client, settings):
+    settings.PUBLIC_URL = ""
+    page = viewer_client.get("/docs/mcp/").content.decode()
+    assert "console.example.com" not in page
+    assert "http://testserver/mcp" in page
+
+    settings.PUBLIC_URL = "https://tools.internal.example"
+    sync = viewer_client.get("/docs/sync/").content.decode()
+    assert "--url https://tools.internal.example --dir /data/tools" in sync

@@ -22,6 +22,15 @@ PAGES = {
 }
 
 
+# The address docs/*.md use for "this console" (they are read on GitHub too).
+EXAMPLE_ORIGIN = "https://console.example.com"
+
+
+def console_origin(request: HttpRequest) -> str:
+    """CONSOLE_PUBLIC_URL, else the scheme and host this request came in on."""
+    return settings.PUBLIC_URL or request.build_absolute_uri("/").rstrip("/")
+
+
 def docs_dir() -> Path:
     return Path(settings.BASE_DIR) / "docs"
 
@@ -40,6 +49,8 @@ def docs_page(request: HttpRequest, page: str) -> HttpResponse:
         raise Http404("no such documentation page")
     title, filename = PAGES[page]
     text = (docs_dir() / filename).read_text(encoding="utf-8")
+    # The files name a placeholder; the console shows its own address in their place.
+    text = text.replace(EXAMPLE_ORIGIN, console_origin(request))
     pages = [(slug, name) for slug, (name, _) in PAGES.items()]
     context = {
         "title": title,
