@@ -900,3 +900,22 @@ def test_it_parses_python_it_never_runs(tmp_path):
     result = validate_files(tool_files("p", "python", source=source), "p/TOOL.md")
 
     assert result.manifest is not None and not marker.exists()
+
+
+def test_it_knows_mcp_annotations_and_checks_them():
+    from tests.conftest import tool_files
+
+    good = tool_files("a", extra={"annotations": {"readOnlyHint": True, "idempotentHint": False}})
+    result = validate_files(good, "a/TOOL.md")
+    assert result.manifest is not None and result.problems == []
+    assert result.manifest.extra["annotations"] == {"readOnlyHint": True, "idempotentHint": False}
+
+    odd = tool_files("a", extra={"annotations": {"readOnlyHint": "yes", "fastHint": True}})
+    problems = [str(p) for p in validate_files(odd, "a/TOOL.md").problems]
+    assert any(
+        "annotations.readOnlyHint: must be true or false, got a string" in p for p in problems
+    )
+    assert any("annotations.fastHint: warning: unknown hint is ignored" in p for p in problems)
+
+    flat = tool_files("a", extra={"annotations": ["readOnlyHint"]})
+    assert validate_files(flat, "a/TOOL.md").manifest is None

@@ -67,7 +67,7 @@ POLL_GROWTH = 1.1
 POLL_MAX = 0.1
 # Annotation keys a TOOL.md may set under `annotations:` (an unknown top-level key the
 # parser keeps in `extra`); anything else there is ignored.
-HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+HINTS = toolmd.ANNOTATION_HINTS
 
 # The agent token of the HTTP request being served; the ASGI wrapper below sets it and
 # the SDK runs each handler in the context of the request that carried its message.

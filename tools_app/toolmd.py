@@ -81,7 +81,11 @@ TOP_KEYS = (
     "kind",
     "request",
     "outputs",
+    "annotations",
 )
+# MCP tool annotations a TOOL.md may state (served by /mcp; `network: false` always makes
+# openWorldHint false).
+ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 MAX_FRONTMATTER = 64 * 1024
 MAX_TOOLMD = 256 * 1024
@@ -668,6 +672,30 @@ def _check_inputs(c: _Checker, m: _Map) -> dict[str, InputSpec]:
     return inputs
 
 
+def _check_annotations(c: _Checker, m: _Map) -> dict[str, bool] | None:
+    """`annotations:`, a mapping of MCP hints to true or false."""
+    value = m["annotations"]
+    if not isinstance(value, _Map):
+        c.error(
+            m.value_lines["annotations"], "annotations", f"must be a mapping, got {_kind(value)}"
+        )
+        return None
+    hints: dict[str, bool] = {}
+    for key, hint in value.items():
+        line = value.value_lines[key]
+        if key not in ANNOTATION_HINTS:
+            c.warning(
+                value.key_lines[key],
+                f"annotations.{_key_label(key)}",
+                f"unknown hint is ignored; hints are {', '.join(ANNOTATION_HINTS)}",
+            )
+        elif not isinstance(hint, bool):
+            c.error(line, f"annotations.{key}", f"must be true or false, got {_kind(hint)}")
+        else:
+            hints[key] = hint
+    return hints
+
+
 def _check_kind(c: _Checker, m: _Map) -> str:
     kind = m.get("kind")
     if kind is None or kind is _INVALID:
@@ -976,6 +1004,8 @@ def _check_manifest(c: _Checker, m: _Map, folder_name: str | None, body: str) ->
             if key in m:
                 c.error(m.key_lines[key], key, "is only for kind: http (this tool runs code)")
     extra: dict[str, Any] = {}
+    if "annotations" in m and (hints := _check_annotations(c, m)) is not None:
+        extra["annotations"] = hints
     for key in m:
         if key not in TOP_KEYS:
             c.warning(m.key_lines[key], _key_label(key), f"unknown key {key!r} is ignored")
