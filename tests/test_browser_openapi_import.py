@@ -37,6 +37,13 @@ def test_it_imports_chosen_operations_as_drafts(live_server, developer) -> None:
         expect(page.get_by_role("heading", name="Choose operations of petstore-expanded.yaml"))
         expect(page.locator("#openapi-choose input[name=operations]:checked")).to_have_count(4)
         assert not Tool.objects.exists()  # reading imports nothing
+        # Select all: every operation that can be imported, off and on again.
+        every = page.get_by_label("Select every operation that can be imported")
+        expect(every).to_be_checked()
+        every.click()
+        expect(page.locator("#openapi-choose input[name=operations]:checked")).to_have_count(0)
+        every.click()
+        expect(page.locator("#openapi-choose input[name=operations]:checked")).to_have_count(4)
 
         page.get_by_label("POST /pets", exact=True).click()  # addPet: off, by mouse
         by_id = page.get_by_label("GET /pets/{id}", exact=True)

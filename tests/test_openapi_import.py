@@ -499,7 +499,7 @@ def test_it_shows_bad_documents_on_the_page_never_a_500(developer_client):
         assert message in response.content.decode()
     response = _read(developer_client, {})
     assert response.status_code == 400
-    assert "Upload a document or paste one" in response.content.decode()
+    assert "Upload a document, paste one or give its URL" in response.content.decode()
     assert not Tool.objects.exists()
 
 
@@ -821,3 +821,31 @@ def test_a_body_that_takes_other_keys_stays_one_json_input(db, tmp_path):
     assert code == 0, out
     manifest = _manifest("open")
     assert manifest.request["body"] == "{{body}}" and manifest.inputs["body"].type == "json"
+
+
+def test_the_page_reads_a_document_from_a_url_through_the_egress_policy(developer_client):
+    """A local document server is a private destination: refused until an admin allows
+    it on the System page, then read, previewed and imported."""
+    from tools_app.models import EgressException
+
+    ping = {"get": {"operationId": "ping", "responses": {"204": {"description": "ok"}}}}
+    document = json.dumps(_spec({"/ping": ping})).encode()
+    with stand_in(lambda path: document) as port:
+        url = f"http://127.0.0.1:{port}/openapi.json"
+        refused = _read(developer_client, {"url": url})
+        assert refused.status_code == 400
+        page = refused.content.decode()
+        assert "refused by the egress policy" in page and "System page" in page
+
+        EgressException.objects.create(entry=f"127.0.0.1:{port}")
+        read = _read(developer_client, {"url": url})
+        page = read.content.decode()
+        assert read.status_code == 200, page[-2000:]
+        assert f"Choose operations of {url}" in page
+        assert "becomes a draft" in page and "created:" not in page
+        assert "Nothing is created until you press" in page
+        assert 'data-select-all="operations"' in page
+    assert not Tool.objects.exists()
+    done = _choose(developer_client, read)
+    assert done.status_code == 200
+    assert Tool.objects.filter(name="ping").exists()

@@ -70,6 +70,29 @@ class OpenApiError(ValueError):
 # --- Reading the document -----------------------------------------------------------------
 
 
+def fetch_document(url: str) -> bytes:
+    """The document at `url`, fetched through the console's egress policy (a private or
+    loopback address only where an exception allows it), at most MAX_DOCUMENT bytes."""
+    from tools_app import http
+    from tools_app.egress_config import console_policy
+
+    if not url.startswith(("https://", "http://")):
+        raise OpenApiError(f"{url}: not an http(s) URL")
+    try:
+        result = http.request(
+            "GET", url, max_body=MAX_DOCUMENT + 1, timeout=30, policy=console_policy()
+        )
+    except http.HttpError as exc:
+        raise OpenApiError(f"{url}: cannot be fetched: {exc}") from None
+    if not result.ok:
+        raise OpenApiError(f"{url}: the server answered {result.status}")
+    if result.truncated or len(result.body) > MAX_DOCUMENT:
+        raise OpenApiError(
+            f"{url}: the document is larger than {MAX_DOCUMENT // 1048576} MiB; nothing imported"
+        )
+    return result.body
+
+
 def _plain(value: Any) -> Any:
     """strictyaml's Map/Seq and YAML timestamps as plain JSON-able values."""
     if isinstance(value, dict):

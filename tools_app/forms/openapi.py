@@ -10,7 +10,7 @@ import binascii
 
 from django import forms
 
-from tools_app.openapi_import import MAX_DOCUMENT
+from tools_app.openapi_import import MAX_DOCUMENT, fetch_document
 
 HELP_SERVER = (
     "The API's base URL (https://api.example.com/v1), when the document's server is "
@@ -36,6 +36,13 @@ class OpenApiReadForm(forms.Form):
         required=False,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "autocomplete": "off"}),
+    )
+    url = forms.URLField(
+        label="Or read it from a URL",
+        required=False,
+        assume_scheme="https",
+        help_text="Fetched by the console through its egress policy (a service on your "
+        "network only where an admin allowed it on the System page).",
     )
     prefix = forms.RegexField(
         regex=r"^[a-z][a-z0-9_]{0,30}$",
@@ -63,16 +70,22 @@ class OpenApiReadForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        has_file = bool(data.get("document"))
-        has_text = bool((data.get("text") or "").strip())
-        if has_file == has_text and not self.errors:
-            raise forms.ValidationError("Upload a document or paste one (not both).")
+        given = [bool(data.get("document")), bool((data.get("text") or "").strip())]
+        given.append(bool(data.get("url")))
+        if given.count(True) != 1 and not self.errors:
+            raise forms.ValidationError(
+                "Upload a document, paste one or give its URL (one of them)."
+            )
         return data
 
     def document_bytes(self) -> tuple[bytes, str]:
+        """The document and where it came from. A URL is fetched here (OpenApiError when
+        it cannot be)."""
         upload = self.cleaned_data.get("document")
         if upload:
             return upload.read(MAX_DOCUMENT + 1), upload.name
+        if url := self.cleaned_data.get("url"):
+            return fetch_document(url), url
         return self.cleaned_data["text"].encode("utf-8"), "pasted document"
 
 

@@ -42,6 +42,13 @@ class Preview:
     def ok(self) -> bool:
         return self.status == "created"
 
+    @property
+    def outcome(self) -> str:
+        """What importing it would do: nothing exists yet on this page."""
+        return {"created": "becomes a draft", "skipped": "would be skipped"}.get(
+            self.status, "cannot be imported"
+        )
+
 
 def _preview(document: dict[str, Any], prefix: str, server: str, origin: str) -> list[Preview]:
     rows = []
@@ -72,10 +79,10 @@ def openapi_import_page(request: HttpRequest) -> HttpResponse:
         return render(request, TEMPLATE, context)
     if not form.is_valid():
         return render(request, TEMPLATE, context, status=400)
-    data, origin = form.document_bytes()
     prefix = form.cleaned_data.get("prefix") or ""
     server = form.cleaned_data.get("server") or ""
     try:
+        data, origin = form.document_bytes()
         document = openapi_import.parse_document(data)
         preview = _preview(document, prefix, server, origin)
     except OpenApiError as exc:

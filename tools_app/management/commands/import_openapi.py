@@ -78,21 +78,7 @@ class Command(BaseCommand):
         return path.read_bytes(), path.name
 
     def _fetch(self, url: str) -> bytes:
-        from tools_app import http
-        from tools_app.egress_config import console_policy
-
         try:
-            result = http.request(
-                "GET", url, max_body=MAX_DOCUMENT + 1, timeout=30, policy=console_policy()
-            )
-        except http.HttpError as exc:
-            raise CommandError(f"{url}: cannot be fetched: {exc}", returncode=1) from None
-        if not result.ok:
-            raise CommandError(f"{url}: the server answered {result.status}", returncode=1)
-        if result.truncated or len(result.body) > MAX_DOCUMENT:
-            raise CommandError(
-                f"{url}: the document is larger than {MAX_DOCUMENT // 1048576} MiB; "
-                "nothing imported",
-                returncode=1,
-            )
-        return result.body
+            return openapi_import.fetch_document(url)
+        except OpenApiError as exc:
+            raise CommandError(str(exc), returncode=1) from None
