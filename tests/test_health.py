@@ -285,3 +285,12 @@ def test_it_shows_a_status_page_not_a_500_when_the_database_does_not_answer(tmp_
     assert "Something went wrong" not in body
     # Liveness does not need the database.
     assert get_without_database(tmp_path, "/healthz")[:2] == ("200", '{"ok": true}\n')
+
+
+def test_the_system_page_marks_a_development_key_as_the_home_page_does(console_admin_client):
+    """Not "ok": the same amber "development key" the home page shows."""
+    page = console_admin_client.get("/system/").content.decode()
+    row = page[page.index('id="check-encryption"') :]
+    row = row[: row.index("</tr>")]
+    assert '<span class="badge draft">development key</span>' in row
+    assert ">ok<" not in row
