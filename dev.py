@@ -52,6 +52,7 @@ TEST_PACKAGES = {
     "chromium": "the browser tests",
     "fonts-dejavu-core": "text in the browser tests' pages",
     "wrk": "the benchmarks in bench/",
+    "libatomic1": "Playwright's bundled Node.js driver",
 }
 
 

@@ -29,7 +29,7 @@ RUNTIME = [
     "iproute2",
     "ffmpeg",
 ]
-TEST = ["chromium", "fonts-dejavu-core", "wrk"]
+TEST = ["chromium", "fonts-dejavu-core", "wrk", "libatomic1"]
 
 APT_GET = """#!/bin/sh
 echo "$DEBIAN_FRONTEND $*" >> "$STUB_DIR/apt-get.log"
