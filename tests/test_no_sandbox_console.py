@@ -1,0 +1,85 @@
+"""A console on a host without a usable sandbox still starts (issue: a fresh machine).
+
+Nothing but running a tool needs bubblewrap, so migrate, validate_tools and
+`makemigrations --check` work there, with the reason as a warning; the root worker refuses
+each run, and the run page, the System page and the banner say why. `check --deploy`
+still fails: a production host must be able to run tools."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import prerequisite
+from tools_app import runs
+from tools_app.audit import Actor
+from tools_app.models.runs import RunStatus, RunVia
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = os.geteuid() == 0
+REFUSED = "The worker refuses to run tools: Refused: the worker runs as root and bubblewrap"
+MISSING_BWRAP = "/nonexistent/bwrap"  # TOOL_CONSOLE_BWRAP naming no binary: bwrap is missing
+
+
+def manage(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CONSOLE_", "DATABASE_URL", "CELERY_", "DJANGO_", "DATA_PATH"))
+    }
+    env.update(
+        CONSOLE_STATE_DIR=str(tmp_path / "state"),
+        DATA_PATH=str(tmp_path / "data"),
+        TOOL_CONSOLE_BWRAP=MISSING_BWRAP,
+    )
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@prerequisite(not ROOT, "a root worker is what refuses to run tools")
+def test_it_migrates_and_validates_tools_without_a_usable_sandbox(tmp_path: Path) -> None:
+    for args in (
+        ("migrate", "--noinput"),
+        ("validate_tools", str(REPO / "seed" / "tools" / "web_fetch")),
+        ("makemigrations", "--check", "--dry-run"),
+        ("sync_tools",),
+    ):
+        done = manage(tmp_path, *args)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+    assert REFUSED in done.stderr  # said, as a warning, not an error
+
+    deploy = manage(tmp_path, "check", "--deploy")
+    assert deploy.returncode != 0
+    assert "tools_app.E001" in deploy.stderr and REFUSED in deploy.stderr
+
+
+@prerequisite(not ROOT, "a root worker is what refuses to run tools")
+def test_it_refuses_the_run_and_says_why_on_the_run_and_system_pages_and_the_banner(
+    developer_client, console_admin_client, make_tool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOL_CONSOLE_BWRAP", MISSING_BWRAP)
+    tool = make_tool("echo_tool", language="bash")
+    started = runs.start_run(
+        tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
+    )
+    done = runs.execute_run(started.pk)
+    assert done.status == RunStatus.FAILED
+
+    run_page = developer_client.get(f"/runs/{done.pk}/").content.decode()
+    assert "Refused: the worker runs as root and bubblewrap is not available" in run_page
+    assert REFUSED in run_page  # the banner
+    system_page = console_admin_client.get("/system/").content.decode()
+    assert REFUSED in system_page
+    # No banner line claims tools run in the fallback sandbox: they do not run at all.
+    assert "Tools run in the fallback sandbox (a plain subprocess" not in system_page
