@@ -84,6 +84,7 @@ def test_it_judges_every_address_and_hands_the_connection_none_when_one_is_refus
     assert not decision.allowed
     assert decision.reason == (
         f"{NAME}:{loopback.port} is refused by the egress policy: 127.0.0.1 is the host's loopback"
+        f" (to allow it: {egress.ALLOW_HINT})"
     )
     assert judged == []
     # Both addresses were judged: the refusal is the second one's.

@@ -28,14 +28,20 @@ def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
     return tuple(allows)
 
 
-def admin_allows() -> tuple[egress.Allow, ...]:
-    """The exceptions admins added on the System page (one query). A row that no longer
-    parses (it was checked when added) is skipped rather than failing every run."""
+def admin_entries() -> list[str]:
+    """The exceptions admins added on the System page, as stored (one query)."""
     from tools_app.models import EgressException
+
+    return EgressException.objects.entries()
+
+
+def admin_allows(entries: list[str] | None = None) -> tuple[egress.Allow, ...]:
+    """The System page's exceptions (`entries`, or read now) as allow entries. A row that
+    no longer parses (it was checked when added) is skipped rather than failing runs."""
     from tools_app.models.egress import SOURCE
 
     allows: list[egress.Allow] = []
-    for entry in EgressException.objects.entries():
+    for entry in admin_entries() if entries is None else entries:
         try:
             allows += egress.parse_allow(entry, source=SOURCE)
         except egress.PolicyError:
@@ -43,10 +49,12 @@ def admin_allows() -> tuple[egress.Allow, ...]:
     return tuple(allows)
 
 
-def tool_policy(slugs: Iterable[str]) -> egress.Policy:
-    """A run's policy. Raises egress.PolicyError for a malformed setting."""
+def tool_policy(slugs: Iterable[str], admin: list[str] | None = None) -> egress.Policy:
+    """A run's policy; `admin`: the System page's exceptions as the run recorded them
+    (None reads them). Raises egress.PolicyError for a malformed setting."""
     extra = integration_url_allows(slugs) if slugs else ()
-    return egress.build(settings.TOOL_NETWORK_ALLOW, (*admin_allows(), *extra), settings.TOOL_DNS)
+    allows = (*admin_allows(admin), *extra)
+    return egress.build(settings.TOOL_NETWORK_ALLOW, allows, settings.TOOL_DNS)
 
 
 def console_policy(saved_integration=None) -> egress.Policy:

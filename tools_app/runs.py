@@ -173,6 +173,7 @@ def start_run(
             params=shown,
             sealed_params=seal(secret),
             timeout=timeout,
+            egress_allows=egress_config.admin_entries() if reaches_out(manifest) else [],
         )
         record(
             actor,
@@ -392,7 +393,10 @@ def _execute(
     if from_preset:
         notices = [*notices, f"Filled from the tool's presets: {', '.join(from_preset)}."]
     if manifest.kind == "http":  # no tool code: the console makes the request
-        perform = httptool.performer(run, manifest, params, access, secrets, tool_policy)
+        def policy(slugs: tuple[str, ...] | list[str]):
+            return tool_policy(slugs, run.egress_allows)
+
+        perform = httptool.performer(run, manifest, params, access, secrets, policy)
         outcome = Supervisor(run, None, on_progress, perform=perform).run()
         _finish(run, outcome, notices)
         return
@@ -415,19 +419,25 @@ def _execute(
         work_root=root,
         ro_binds=readable_paths(access.granted, notices),
         # Only granted integrations open their URLs: a withheld one gives no way out either.
-        egress=tool_policy(access.granted) if manifest.network else None,
+        egress=tool_policy(access.granted, run.egress_allows) if manifest.network else None,
     )
     outcome = Supervisor(run, request, on_progress).run()
     _finish(run, outcome, notices)
 
 
-def tool_policy(slugs: tuple[str, ...] | list[str]):
-    """The egress policy of a run: the settings' allow list plus the URLs of the
-    integrations the run was granted (tools_app/egress_config.py)."""
+def reaches_out(manifest: Manifest) -> bool:
+    """Whether a run of it makes connections the egress policy judges."""
+    return manifest.kind == "http" or manifest.network
+
+
+def tool_policy(slugs: tuple[str, ...] | list[str], admin_entries: list[str] | None = None):
+    """The egress policy of a run: the settings' allow list, the System page's exceptions
+    (`admin_entries`, the run's copy; None reads them) and the URLs of the integrations
+    the run was granted (tools_app/egress_config.py)."""
     from tools_app import egress
 
     try:
-        return egress_config.tool_policy(slugs)
+        return egress_config.tool_policy(slugs, admin_entries)
     except egress.PolicyError as exc:
         raise RunSetupError(f"The egress policy is invalid: {exc}") from None
 

@@ -68,6 +68,9 @@ class Run(models.Model):
     spare = models.BooleanField(default=False)
     # The egress policy the run had (tools_app/egress.py), as shown on the run page.
     network_policy = models.TextField(blank=True, default="")
+    # The System page's egress exceptions when the run was started: the worker applies
+    # these (no query of its own), and a later change applies to runs started after it.
+    egress_allows = models.JSONField(default=list, blank=True)
     # The CPU limit the run had ("1 CPU"; "none" where no cpu cgroup enforced it).
     cpu_limit = models.CharField(max_length=40, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
