@@ -435,6 +435,24 @@ def test_it_sweeps_the_spare_folder_of_a_killed_worker_process(tmp_path):
     assert not dead.exists() and alive.exists() and foreign.exists()
 
 
+def test_it_sweeps_the_spare_folder_of_an_owner_that_is_a_zombie(tmp_path):
+    """A killed worker's pool process that nobody reaped (a container's or a PID
+    namespace's first process may never reap orphans) still answers signal 0, but it is
+    dead: its folder goes. Seen on a fresh Debian root entered through pivot_root."""
+    zombie = subprocess.Popen(["true"])
+    for _ in range(500):  # exited, and left unreaped: the state is Z
+        if Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    folder = tmp_path / f"{standby.PREFIX}{standby._owner(zombie.pid)}-abc"
+    folder.mkdir()
+
+    standby._sweep(tmp_path)
+
+    assert not folder.exists()
+    zombie.wait()
+
+
 def test_it_sweeps_again_when_a_worker_process_stops(tmp_path: Path) -> None:
     """A killed worker's pool processes may outlive it: still alive at the next worker's
     first sweep, gone by the time it stops. The stop removes their spare folders."""

@@ -393,6 +393,7 @@ def _execute(
     if from_preset:
         notices = [*notices, f"Filled from the tool's presets: {', '.join(from_preset)}."]
     if manifest.kind == "http":  # no tool code: the console makes the request
+
         def policy(slugs: tuple[str, ...] | list[str]):
             return tool_policy(slugs, run.egress_allows)
 

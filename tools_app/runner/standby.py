@@ -501,7 +501,19 @@ def _owner_is_dead(name: str) -> bool:
         return True
     except OSError:
         return False
-    return False
+    return _is_zombie(int(pid))
+
+
+def _is_zombie(pid: int) -> bool:
+    """An exited process its parent has not reaped yet: dead, holding nothing. A killed
+    worker's pool processes stay so under an init that reaps slowly or not at all (a
+    container's or a PID namespace's first process), and signal 0 still reaches them."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # "pid (comm) state ...": comm may hold spaces and parentheses, so split at the last ")".
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _sweep(folder: Path, *, quotas: bool = True) -> None:
