@@ -874,7 +874,8 @@ def test_it_refuses_bad_version_numbers(version: int) -> None:
         ("def execute(a, b, c, d):\n  x = 1\n    y = 2\n", "index.py:3: python: Indentation error"),
         ("def execute(a, b, c, d):\n  return (\n", "index.py:2: python: Syntax error"),
         ("if 1:\n\tx = 1\n        y = 2\n", "index.py:3: python: Indentation error"),
-        ("x = 1\0\n", "index.py:1: python: Syntax error: source code string cannot contain null"),
+        # SyntaxError on 3.11.4 and later, ValueError before (Debian 12's 3.11.2): both read so.
+        ("x = 1\0\n", "index.py:1: python: "),
     ],
 )
 def test_it_reports_a_python_syntax_error_at_its_line(source, expected):
@@ -885,9 +886,10 @@ def test_it_reports_a_python_syntax_error_at_its_line(source, expected):
     result = validate_files(files, "p/TOOL.md")
 
     assert result.manifest is None
-    assert any(str(problem).startswith(f"p/{expected}") for problem in result.problems), [
-        str(p) for p in result.problems
-    ]
+    shown = [str(p) for p in result.problems]
+    assert any(problem.startswith(f"p/{expected}") for problem in shown), shown
+    if "\0" in source:
+        assert any("null bytes" in problem for problem in shown), shown
 
 
 def test_it_parses_python_it_never_runs(tmp_path):
