@@ -195,6 +195,14 @@ def test_the_sandbox_refuses_a_parent_of_the_project_too(tmp_path):
     assert (project / "console" / "settings.py").is_file()
 
 
+def as_sqlite(monkeypatch, database: Path) -> None:
+    """The console's database seen as the SQLite file `database`, whatever engine this
+    run of the suite uses (only the settings the check reads change; the open connection
+    stays as it is)."""
+    monkeypatch.setitem(connection.settings_dict, "ENGINE", "django.db.backends.sqlite3")
+    monkeypatch.setitem(connection.settings_dict, "NAME", str(database))
+
+
 def test_run_notices_name_no_host_path(tmp_path, settings, monkeypatch):
     """A refused path is named by its setting or integration field and its position,
     never by a host path: run notices reach viewers and the tool itself. The SQLite
@@ -202,7 +210,7 @@ def test_run_notices_name_no_host_path(tmp_path, settings, monkeypatch):
     database = tmp_path / "var" / "console.sqlite3"
     database.parent.mkdir()
     database.touch()
-    monkeypatch.setitem(connection.settings_dict, "NAME", str(database))
+    as_sqlite(monkeypatch, database)
     state = Path(django_settings.STATE_DIR)
     settings.TOOL_INPUT_DIRS = [str(database), str(database.parent), str(state), "/"]
     notices: list[str] = []
@@ -223,9 +231,9 @@ def test_run_notices_name_no_host_path(tmp_path, settings, monkeypatch):
 def test_an_integrations_refused_path_is_named_by_its_field(tmp_path, monkeypatch):
     database = tmp_path / "console.sqlite3"
     database.touch()
-    monkeypatch.setitem(connection.settings_dict, "NAME", str(database))
     support.create("email_db", values={"path": str(tmp_path / "mail.sqlite3")})
     Integration.objects.filter(slug="email_db").update(values={"path": str(database)})
+    as_sqlite(monkeypatch, database)
     notices: list[str] = []
 
     assert integrations.readable_paths_for(["email_db"], notices) == []
