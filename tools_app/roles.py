@@ -102,17 +102,22 @@ def has_role(user, role: str) -> bool:
     return _RANK[role_of(user)] >= _RANK[role]
 
 
-def role_required(role: str) -> Callable:
-    """login_required, then 403 unless the user has at least `role`."""
+def allowed_if(check: Callable[[object], bool]) -> Callable:
+    """login_required, then 403 unless `check(user)` holds."""
 
     def decorator(view: Callable) -> Callable:
         @login_required
         @wraps(view)
         def wrapped(request, *args, **kwargs):
-            if not has_role(request.user, role):
+            if not check(request.user):
                 raise PermissionDenied
             return view(request, *args, **kwargs)
 
         return wrapped
 
     return decorator
+
+
+def role_required(role: str) -> Callable:
+    """login_required, then 403 unless the user has at least `role`."""
+    return allowed_if(lambda user: has_role(user, role))

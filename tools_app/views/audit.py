@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -15,7 +13,7 @@ from django.views.decorators.http import require_safe
 from tools_app.audit_targets import attach_targets, target_label, target_url
 from tools_app.forms.audit import AuditFilterForm
 from tools_app.models import AuditEvent
-from tools_app.roles import can_audit
+from tools_app.roles import allowed_if, can_audit
 from tools_app.views.lists import HtmxHttpRequest, render_list
 
 RESULTS_TARGET = "audit-results"
@@ -24,21 +22,9 @@ CSV_COLUMNS = ("time", "actor", "actor_kind", "action", "target_type", "target_i
 CSV_COLUMNS += ("summary", "ip")
 
 
-def audit_required(view):
-    @login_required
-    def wrapped(request, *args, **kwargs):
-        if not can_audit(request.user):
-            raise PermissionDenied
-        return view(request, *args, **kwargs)
-
-    wrapped.__name__ = view.__name__
-    wrapped.__doc__ = view.__doc__
-    return wrapped
-
-
 @never_cache
 @require_safe
-@audit_required
+@allowed_if(can_audit)
 def audit_list(request: HtmxHttpRequest) -> HttpResponse:
     """Newest first; `?format=csv` downloads every row the filters keep."""
     form = AuditFilterForm(request.GET, actions=_actions())
