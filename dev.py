@@ -23,6 +23,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -135,6 +136,43 @@ def system_packages(test: bool) -> None:
     retry = f"check the network and apt's sources, then run: {line}"
     run("apt-get", "update", "-q", env=env, fix=retry)
     run("apt-get", *line.split()[1:], "-q", env=env, fix=retry)
+
+
+TUN = Path("/dev/net/tun")
+
+
+def tun_device() -> None:
+    """Give /dev/net/tun the mode udev gives it (0666): the suite's non-root workers start
+    slirp4netns as their own user, which opens it. Containers and some VMs make it 0600 or
+    leave it out. As root this fixes it; otherwise it says how."""
+    try:
+        mode = TUN.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError:
+        return
+    if mode is not None and stat.S_ISCHR(mode) and stat.S_IMODE(mode) & 0o666 == 0o666:
+        return
+    line = "mkdir -p /dev/net && mknod -m 0666 /dev/net/tun c 10 200"
+    if mode is not None:
+        line = "chmod 0666 /dev/net/tun"
+    if os.geteuid() != 0:
+        say(
+            f"/dev/net/tun is not open to every user, as udev makes it; as root run:\n"
+            f"    {line}\n    going on: the tests of non-root workers fail or skip"
+        )
+        return
+    say(
+        f"opening /dev/net/tun to every user, as udev does ({line}): non-root workers' "
+        "sandboxes reach the network through it"
+    )
+    try:
+        if mode is None:
+            TUN.parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(TUN, 0o666 | stat.S_IFCHR, os.makedev(10, 200))
+        os.chmod(TUN, 0o666)  # noqa: S103 (the mode udev gives this device)
+    except OSError as exc:
+        raise StepFailed(f"could not open /dev/net/tun: {exc}", f"as root run: {line}") from None
 
 
 def ensure_venv(dev: bool = True) -> None:
@@ -466,6 +504,7 @@ def postgres_url() -> str | None:
 def cmd_test(args: argparse.Namespace) -> int:
     if args.system_packages:
         system_packages(test=True)
+        tun_device()
     ensure_venv()
     build_assets()
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -155,8 +156,8 @@ def prepare(root: Path, image: Path, inner_args: list[str]) -> None:
     (fresh / "args.json").write_text(json.dumps(inner_args))
 
 
-# Run by `unshare --mount --pid --fork` (PID 1 of the new PID namespace) with the root as
-# $1: mount what a booted machine has, then pivot_root into it and start inside().
+# Run by `unshare --mount --pid --fork` (PID 1 of the new PID namespace: init() below) with
+# the root as $1: mount what a booted machine has, then pivot_root into it and start inside().
 ENTER = r"""
 set -eu
 root="$1"
@@ -348,8 +349,36 @@ def main() -> int:
     args = parser.parse_args()
     if args.inside:
         inner = json.loads(Path("/fresh/args.json").read_text())
-        return inside("--no-suite" in inner)
+        return init(lambda: inside("--no-suite" in inner))
     return outside(args)
+
+
+def init(work) -> int:
+    """Be the PID namespace's init, as a booted machine's (or a container's --init) is: run
+    `work` in a child and reap every orphan until it ends. Without this, processes whose
+    parent died (a killed worker's pool) stay zombies forever, which no real machine has."""
+    child = os.fork()
+    if child == 0:
+        try:
+            code = work()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, flush=True)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        os._exit(code)
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, lambda signum, _frame: os.kill(child, signum))
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return 1
+        if pid == child:
+            return os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":

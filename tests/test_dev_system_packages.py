@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -199,3 +200,56 @@ def test_no_system_packages_skips_the_step_and_a_failing_pip_says_so(
         "  to fix: pip could not install the pinned dependencies: check access to PyPI (or "
         "pip's index in `pip config list`), then run again\n"
     )
+
+
+def tun(machine: Machine, device: Path, user: int | None = None) -> subprocess.CompletedProcess:
+    """dev.tun_device() on its own, with the device at `device`."""
+    code = f"import sys; sys.path.insert(0, {str(machine.dir)!r}); import dev, pathlib\n"
+    code += f"dev.TUN = pathlib.Path({str(device)!r}); dev.tun_device()\n"
+    return machine._run([sys.executable, "-c", code], user=user)
+
+
+@prerequisite(not ROOT, "making a device node needs root")
+def test_it_opens_a_0600_tun_device_to_every_user_as_root(machine: Machine) -> None:
+    device = machine.dir / "net" / "tun"
+    device.parent.mkdir()
+    os.mknod(device, 0o600 | stat.S_IFCHR, os.makedev(10, 200))
+    device.chmod(0o600)
+    done = tun(machine, device)
+    assert done.returncode == 0, done.stderr
+    assert "==> opening /dev/net/tun to every user, as udev does (chmod 0666" in done.stdout
+    assert stat.S_IMODE(device.stat().st_mode) == 0o666
+
+
+@prerequisite(not ROOT, "making a device node needs root")
+def test_it_makes_a_missing_tun_device_as_root(machine: Machine) -> None:
+    device = machine.dir / "net" / "tun"
+    done = tun(machine, device)
+    assert done.returncode == 0, done.stderr
+    assert "mknod -m 0666 /dev/net/tun c 10 200" in done.stdout
+    made = device.stat()
+    assert stat.S_ISCHR(made.st_mode) and stat.S_IMODE(made.st_mode) == 0o666
+    assert (os.major(made.st_rdev), os.minor(made.st_rdev)) == (10, 200)
+
+
+@prerequisite(not ROOT, "making a device node needs root")
+def test_an_ordinary_user_gets_the_tun_line_and_goes_on(machine: Machine) -> None:
+    device = machine.dir / "net" / "tun"
+    device.parent.mkdir()
+    device.parent.chmod(0o755)
+    os.mknod(device, 0o600 | stat.S_IFCHR, os.makedev(10, 200))
+    device.chmod(0o600)
+    done = tun(machine, device, user=65534)
+    assert done.returncode == 0, done.stderr
+    no_traceback(done)
+    assert "as root run:\n    chmod 0666 /dev/net/tun\n" in done.stdout
+    assert stat.S_IMODE(device.stat().st_mode) == 0o600
+
+
+@prerequisite(not ROOT, "making a device node needs root")
+def test_it_leaves_an_open_tun_device_alone(machine: Machine) -> None:
+    device = machine.dir / "tun"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(10, 200))
+    device.chmod(0o666)
+    done = tun(machine, device)
+    assert (done.returncode, done.stdout) == (0, "")
