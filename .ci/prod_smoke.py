@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Exercise the production topology the README's Production section describes: PostgreSQL,
+"""Exercise the production topology docs/operations.md ("Production") describes: PostgreSQL,
 Redis, gunicorn, two `celery worker` processes and one `celery beat`, each started as the
-README says, with production settings (a fresh database, a Redis DB of its own, each
+docs say, with production settings (a fresh database, a Redis DB of its own, each
 process with a state dir of its own). Then a smoke test through it: an admin made with
 manage.py logs in through the login page, creates an agent token, runs a tool through the
 API and downloads the artifact a worker made; a worker is SIGKILLed in the middle of a run,
@@ -311,7 +311,7 @@ def smoke(topo: Topology) -> None:
     celery = str(BIN / "celery")
     say(f"database {topo.db_name}, broker {topo.env['CELERY_BROKER_URL']}")
     topo.create_database()
-    # The README's deploy steps.
+    # The deploy steps of docs/operations.md.
     topo.manage("migrate", "--noinput")
     topo.manage("collectstatic", "--noinput")
     topo.manage("check", "--deploy", "--fail-level", "WARNING")

@@ -275,7 +275,7 @@ CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {"task": "tools_app.tasks.reap_lost_runs", "schedule": 15.0},
 }
 
-# Runner limits (DESIGN section 3); settings may lower or raise them.
+# Runner limits (docs/runs.md); settings may lower or raise them.
 RUNNER_MEMORY_MB = envint("CONSOLE_RUNNER_MEMORY_MB", "512")
 RUNNER_MAX_PROCESSES = envint("CONSOLE_RUNNER_MAX_PROCESSES", "64")
 # CPU time per run (a cgroup's cpu.max): a run over it is slowed down, not stopped.
@@ -311,7 +311,7 @@ LOGGING = {
 }
 
 # --------------------------------------------------------------------------------------
-# Trust boundary around the edges (README "Trust boundary: around the edges").
+# Trust boundary around the edges (docs/security.md, "Around the edges").
 
 # Login throttling (django-axes): CONSOLE_LOGIN_FAILURE_LIMIT wrong passwords for one
 # username lock that username out for CONSOLE_LOGIN_LOCKOUT_MINUTES, on the console's and

@@ -1,6 +1,6 @@
-"""README "Commands": exit 0 success, 1 a reported failure, 2 bad usage. Every command the
-README lists, run the way a person runs it (`manage.py ...` in its own process, a file
-database), with the exit status and the message each case must give."""
+"""docs/commands.md "Exit codes": exit 0 success, 1 a reported failure, 2 bad usage. Every
+command the README lists, run the way a person runs it (`manage.py ...` in its own process,
+a file database), with the exit status and the message each case must give."""
 
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout.splitlines()[-1])
     wrong = [
-        f"manage.py {' '.join(argv)}: exit {code} (README: {expected}), said: {said[-400:]}"
+        f"manage.py {' '.join(argv)}: exit {code} (docs/commands.md: {expected}), "
+        f"said: {said[-400:]}"
         for (argv, expected, message), (code, said) in zip(cases, results, strict=True)
         if code != expected or message not in said
     ]

@@ -1,4 +1,4 @@
-"""`manage.py check --deploy` with the production settings the README gives: no warnings.
+"""`manage.py check --deploy` with the production settings docs/operations.md gives: no warnings.
 A development install (generated secret key, plain HTTP) is the counter-example."""
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_bash_template_writes_progress_to_fd_3_and_stops_on_sigterm(tmp_path):
     read_end, write_end = os.pipe()
     env = {"PATH": os.environ["PATH"], "INPUT_MESSAGE": "hello", "INPUT_STEPS": "2"}
     done = subprocess.run(
-        # fd 3 is the progress channel (DESIGN section 2).
+        # fd 3 is the progress channel (docs/tool-format.md).
         ["/bin/bash", "-c", f'exec 3>&{write_end} {write_end}>&-; exec /bin/bash "$0"', script],
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Samples for http tools from the browser (DESIGN.md section 8): "Save this response as a
+"""Samples for http tools from the browser (docs/http-tools.md): "Save this response as a
 sample" on a successful run's page (stored redacted, the run id as its source, in a new
 draft version through tools_app.versions), and a documented example pasted with its URL."""
 

@@ -1,4 +1,4 @@
-"""Runs of kind: http tools (DESIGN.md section 8, tools_app/httptool.py) against local HTTP
+"""Runs of kind: http tools (docs/http-tools.md, tools_app/httptool.py) against local HTTP
 servers on 127.0.0.1, allowed through CONSOLE_TOOL_NETWORK_ALLOW as an admin would."""
 
 from __future__ import annotations

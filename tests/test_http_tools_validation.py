@@ -1,4 +1,4 @@
-"""kind: http tools: TOOL.md keys and the three checks (DESIGN.md section 8), case by case
+"""kind: http tools: TOOL.md keys and the three checks (docs/http-tools.md), case by case
 from tests/data/http, through the same validation as validate_tools, saving and publishing."""
 
 from __future__ import annotations

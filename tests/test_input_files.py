@@ -1,4 +1,4 @@
-"""`json`, `file` and `file[]` inputs (DESIGN.md section 8, tools_app/input_files.py): the
+"""`json`, `file` and `file[]` inputs (docs/tool-format.md, tools_app/input_files.py): the
 run form's JSON box and uploads, base64 file objects through the API, files handed to a
 code tool in its work dir (a real run in the sandbox) and to an http tool in its body."""
 

@@ -1,4 +1,4 @@
-"""`import_openapi` (DESIGN.md section 8): draft kind: http tools from OpenAPI 3.0/3.1
+"""`import_openapi` (docs/http-tools.md): draft kind: http tools from OpenAPI 3.0/3.1
 documents, by command and on the console's import page. Two real public specs ship as test
 data (tests/data/openapi/*/NOTICE); hostile documents are refused with nothing imported."""
 

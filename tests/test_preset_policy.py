@@ -1,5 +1,5 @@
 """Who receives a sensitive preset (tools_app/presets.py): the integrations' secret policy
-(DESIGN.md section 3). An admin's sensitive preset for a published tool's `user-only`
+(docs/security.md). An admin's sensitive preset for a published tool's `user-only`
 input must not reach a draft a developer saved to declare the same input; the published
 version, an admin's run and `run_tool` get it, and a draft gets it once an admin allows
 test runs for the tool's presets. Whether a run received the value is asked of the tool

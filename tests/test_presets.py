@@ -1,4 +1,4 @@
-"""Presets for `user-only` inputs (DESIGN.md section 8, tools_app/presets.py): set by admins
+"""Presets for `user-only` inputs (docs/tool-format.md, tools_app/presets.py): set by admins
 on /tools/<name>/presets/, merged into runs, never given to models; a sensitive one is
 encrypted and write-only, like an integration secret."""
 

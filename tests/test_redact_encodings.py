@@ -1,4 +1,4 @@
-"""Redaction of encoded secrets (DESIGN.md section 3, tools_app/runner/redact.py).
+"""Redaction of encoded secrets (docs/security.md, tools_app/runner/redact.py).
 
 The reported attack: a tool printed a secret base64-encoded and it was stored as is. Each
 injected value is now also caught as base64 (standard and URL-safe, at every alignment

@@ -206,7 +206,7 @@ def test_a_run_with_artifacts_and_notices(developer_client, python_tool):
 
 
 def test_a_run_whose_tool_returns_content_that_is_not_text(developer_client, python_tool):
-    """Results are text blocks (DESIGN section 4): an image block is a tool bug the page
+    """Results are text blocks (docs/tool-format.md): an image block is a tool bug the page
     names, rather than a silently dropped part of the answer."""
     python_tool(
         "charts",

@@ -1,4 +1,4 @@
-"""The trust boundary between a tool and the host (DESIGN section 3): tool code never runs
+"""The trust boundary between a tool and the host (docs/runs.md): tool code never runs
 as root, kernel settings are read-only, a seccomp filter denies the kernel's escape
 hatches, writes are capped by a disk quota, nothing a tool detaches survives its run, and
 a root worker without bubblewrap refuses to run tools."""

@@ -1,4 +1,4 @@
-"""Who may use a secret (DESIGN.md section 3, tools_app/integrations/policy.py).
+"""Who may use a secret (docs/security.md, tools_app/integrations/policy.py).
 
 A draft that declares `integrations: [apify]` must not receive apify's token just because
 a developer ran it; the published version does, whoever runs it. Every check that a run

@@ -148,7 +148,7 @@ def test_it_exits_1_with_a_clear_message(db, args, expected):
     ],
 )
 def test_it_exits_2_on_an_unknown_or_missing_type(db, args, expected):
-    """Bad usage, as README says: like create_agent_token's unknown scope."""
+    """Bad usage, as docs/commands.md says: like create_agent_token's unknown scope."""
     with pytest.raises(CommandError) as caught:
         run(*args)
     assert caught.value.returncode == 2

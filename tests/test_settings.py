@@ -1,4 +1,4 @@
-"""The CONSOLE_* settings README documents do what it says. Settings are read when
+"""The CONSOLE_* settings docs/configuration.md documents do what it says. Settings are read when
 console.settings is imported, so each is tested in a fresh process started with the
 variable set: a `manage.py` command, or a short script that imports the settings."""
 

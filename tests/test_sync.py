@@ -1,4 +1,4 @@
-"""Seed sync semantics (DESIGN section 5), each rule with its own test."""
+"""Seed sync semantics (docs/sync.md), each rule with its own test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TOOL.md parsing and validation (DESIGN.md section 2)."""
+"""TOOL.md parsing and validation (docs/tool-format.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The egress policy (DESIGN.md section 3): where a tool run, and any request the console
+"""The egress policy (docs/egress.md): where a tool run, and any request the console
 makes on a user's behalf, may connect.
 
 Public addresses are allowed. Refused: the host's loopback, private networks (RFC 1918,

@@ -1,4 +1,4 @@
-"""The three checks of a `kind: http` tool (DESIGN.md section 8), run by
+"""The three checks of a `kind: http` tool (docs/http-tools.md), run by
 toolmd.validate_files, so by validate_tools, editor saves, sync, import and publishing:
 
 - request boundary: the URL is absolute https:// (http:// only to a destination the egress

@@ -1,4 +1,4 @@
-"""The executor of `kind: http` tools (DESIGN.md section 8): one HTTP request described by
+"""The executor of `kind: http` tools (docs/http-tools.md): one HTTP request described by
 the TOOL.md frontmatter, made by the worker for a run. No sandbox, since no tool code runs;
 the run goes through the same Run record, progress updates, cancel, redaction and audit as a
 code tool (tools_app/runs.py hands over here from _execute).

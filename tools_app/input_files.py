@@ -1,4 +1,4 @@
-"""`file` and `file[]` inputs (DESIGN.md section 8). No HTTP here.
+"""`file` and `file[]` inputs (docs/tool-format.md). No HTTP here.
 
 A file travels in params as `{"name", "mime_type", "data"}` with `data` in base64: the API
 takes it so and the run form builds the same object from an upload, so both are checked

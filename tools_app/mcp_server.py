@@ -1,4 +1,4 @@
-"""MCP (Streamable HTTP) over the registry and the run path, at /mcp (DESIGN.md section 6).
+"""MCP (Streamable HTTP) over the registry and the run path, at /mcp (docs/mcp.md).
 
 Built on the official `mcp` SDK's low-level Server and session manager; console/asgi.py
 mounts `asgi_app` next to Django. Each HTTP request to /mcp carries an agent token

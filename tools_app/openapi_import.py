@@ -1,4 +1,4 @@
-"""Draft `kind: http` tools from an OpenAPI 3.0/3.1 document (DESIGN.md section 8), for
+"""Draft `kind: http` tools from an OpenAPI 3.0/3.1 document (docs/http-tools.md), for
 `manage.py import_openapi` and the console's import page. No HTTP concerns here.
 
 A document comes from anywhere, so it is read as hostile:
@@ -733,7 +733,7 @@ class _Builder:
                 before = headers.get("Cookie")
                 headers["Cookie"] = f"{before}; {cookie}" if before else cookie
             elif basic:
-                # Templates only substitute (DESIGN.md section 8): no encoding step, so the
+                # Templates only substitute (docs/http-tools.md): no encoding step, so the
                 # field holds the base64 text itself.
                 headers["Authorization"] = f"Basic {value}"
                 draft.notes.append(

@@ -1,4 +1,4 @@
-"""Per-tool presets for `user-only` inputs (DESIGN.md section 8): values an admin sets so
+"""Per-tool presets for `user-only` inputs (docs/tool-format.md): values an admin sets so
 that a run gets them without a model ever seeing or filling them. No HTTP here.
 
 - Only `user-only` inputs take a preset (hidden ones come from an integration).

@@ -1,6 +1,6 @@
 """JSON Schema (draft 2020-12) of a tool's inputs, registry entries, and parameter checks.
 
-Registry formats (DESIGN.md section 6, `?format=`):
+Registry formats (docs/agent-api.md, "Registry", `?format=`):
 
 - native: every manifest field plus `input_schema`, plus any `extra` (e.g. sha256);
 - openai: a Chat Completions tool, `{"type": "function", "function": {...}}`;
@@ -79,7 +79,7 @@ def input_schema(
 ) -> dict[str, Any]:
     """The JSON Schema of a tool's `params` object. `for_model`: only the inputs a model
     may fill (visibility user-or-llm and llm-only; user-only inputs come from a preset and
-    hidden ones from an integration, DESIGN.md section 8). `for_caller`: what a run's
+    hidden ones from an integration, docs/tool-format.md). `for_caller`: what a run's
     caller may send, every input but the hidden ones (the executor fills those)."""
     inputs = {
         name: spec

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 SECTIONS = ("Authentication", "Usage", "Examples", "Errors", "Notes")
 _SECTION_PREFIXES = {"Authentication": "auth", "Examples": "example", "Errors": "error"}
 
-# Variables every run has (DESIGN section 2 and 3): the runner's fixed minimal environment.
+# Variables every run has (docs/runs.md, "Isolation"): the runner's fixed minimal environment.
 RUNTIME_ENV = frozenset(
     {
         "TOOL_CALL_ID",

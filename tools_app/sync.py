@@ -1,4 +1,4 @@
-"""Seed sync (DESIGN section 5): seed/tools -> database -> DATA_PATH/tools.
+"""Seed sync (docs/sync.md, "The console's own mirror"): seed/tools -> database -> DATA_PATH/tools.
 
 A seed tool becomes a new version only when its `version` is above the highest version the
 database has for that name, so console edits are never overwritten by an equal or lower

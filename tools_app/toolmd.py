@@ -1,10 +1,10 @@
-"""TOOL.md: parse and validate a tool's manifest (DESIGN.md section 2).
+"""TOOL.md: parse and validate a tool's manifest (docs/tool-format.md).
 
 A TOOL.md is YAML frontmatter between `---` lines followed by a Markdown body. Parsing never
 raises on bad input: it returns a ParseResult holding a Manifest when there is no error, and
 every problem found, each naming the file, the 1-based line in TOOL.md and the key.
 
-Choices the design leaves open, fixed here:
+Choices docs/tool-format.md leaves open, fixed here:
 
 - The YAML is only composed into nodes (libyaml's parser where PyYAML has it, else
   SafeLoader's), by a composer that refuses anchors and aliases (an error, never an

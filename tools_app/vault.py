@@ -1,4 +1,4 @@
-"""Encryption of secrets at rest (DESIGN.md section 4). No HTTP concerns here.
+"""Encryption of secrets at rest (docs/integrations.md). No HTTP concerns here.
 
 Keys come from settings.CONSOLE_ENCRYPTION_KEYS (env `CONSOLE_ENCRYPTION_KEYS`,
 comma-separated Fernet keys; the first one encrypts, all of them decrypt). When none are

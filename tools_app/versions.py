@@ -214,7 +214,7 @@ def add_sample(
     actor: Actor,
     base: int | None = None,
 ) -> SaveResult:
-    """A new draft version: the latest one plus `samples/<name>.json` (DESIGN.md section 8),
+    """A new draft version: the latest one plus `samples/<name>.json` (docs/http-tools.md),
     a documented or recorded response that lets the tool's output paths be verified. Goes
     through save_version, so it is validated, audited and conflict-checked like an edit.
     `body` must already be redacted (a recorded response) or public (a documented one)."""

@@ -1,4 +1,4 @@
-"""The agent API (DESIGN.md section 6), built with django-ninja.
+"""The agent API (docs/agent-api.md), built with django-ninja.
 
 One router per area, each with the token scope it needs:
 

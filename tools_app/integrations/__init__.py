@@ -1,4 +1,4 @@
-"""Integrations (DESIGN.md section 4): types, validation, write-only secrets, the runner's
+"""Integrations (docs/integrations.md): types, validation, write-only secrets, the runner's
 environment, the connection test and key rotation.
 
 One module per seam (validation, errors, types, fields, service, environment, connection,

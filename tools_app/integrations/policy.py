@@ -1,4 +1,4 @@
-"""Who may use a secret (DESIGN.md section 3): the one decision every run path takes.
+"""Who may use a secret (docs/security.md): the one decision every run path takes.
 
 - A run of the tool's published version receives the integrations it declares, whoever
   starts it: an admin approved that code when publishing it.

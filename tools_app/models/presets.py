@@ -14,7 +14,7 @@ class ToolPresetQuerySet(models.QuerySet):
 
 
 class ToolPreset(models.Model):
-    """An admin's value for one `user-only` input of a tool (DESIGN.md section 8). A plain
+    """An admin's value for one `user-only` input of a tool (docs/tool-format.md). A plain
     preset keeps its value in `value`; a sensitive one only in `ciphertext` (tools_app.vault),
     write-only like an integration secret: pages say when it was set and by whom."""
 

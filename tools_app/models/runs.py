@@ -75,7 +75,7 @@ class Run(models.Model):
     cpu_limit = models.CharField(max_length=40, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     # An http tool's JSON response, redacted ({"status", "body"}), so a developer can keep
-    # it as a sample (DESIGN.md section 8); null for code tools and other responses.
+    # it as a sample (docs/http-tools.md); null for code tools and other responses.
     response = models.JSONField(null=True, blank=True)
     # Wall-time limit in seconds when the caller lowered or raised the tool's own
     # (`run_tool --timeout`); null means the manifest's `timeout`.

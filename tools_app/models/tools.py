@@ -16,7 +16,7 @@ class Language(models.TextChoices):
     BASH = "bash"
     PYTHON = "python"
     # Not a language: kind: http tools run no code, and the list says so rather than
-    # the parser's default language (DESIGN.md section 8).
+    # the parser's default language (docs/http-tools.md).
     HTTP = "http", "http (no code)"
 
 

@@ -3,7 +3,7 @@
 Pure Python, no Django: a Django-side wrapper turns a tool version, its integrations and
 the settings into a `RunRequest` and stores the `RunOutcome`.
 
-How each limit is enforced (DESIGN.md section 3):
+How each limit is enforced (the limits themselves: docs/runs.md, "Limits"):
 
 - Isolation: bubblewrap where `isolation_level()` finds it working (see sandbox.py for the
   file system a tool sees); else a plain subprocess in its own session with a cleared

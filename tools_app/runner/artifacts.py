@@ -227,9 +227,9 @@ def _copy(source_fd: int, target: Path, size: int) -> int:
 
 
 def _redact_content(target: Path, name: str, redactor: Redactor, notices: list[str]) -> int:
-    """Replace the secrets in a copied artifact (DESIGN.md section 3: the content of text
-    artifacts). Binary content is searched too, for the longer forms only: a secret in a
-    binary file is replaced even though that may break the file, and a notice says so.
+    """Replace the secrets in a copied artifact (docs/security.md, "Redaction": the
+    content of text artifacts). Binary content is searched too, for the longer forms only: a
+    secret in a binary file is replaced even though that may break the file, and a notice says so.
     `target` is the worker's own copy (in the run's artifacts/, which the tool never saw)."""
     if not redactor.active:
         return target.stat().st_size

@@ -1,4 +1,4 @@
-"""Resource limits of one run (DESIGN.md section 3) and how they are shown to people."""
+"""Resource limits of one run (docs/runs.md, "Limits") and how they are shown to people."""
 
 from __future__ import annotations
 

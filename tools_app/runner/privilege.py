@@ -1,4 +1,4 @@
-"""Tool code never runs as the host's root user (DESIGN section 3).
+"""Tool code never runs as the host's root user (docs/runs.md, "Trust boundary").
 
 When the worker is root, bubblewrap still starts as root: it must read every bind source
 (the tool folder, the harness inside the project, node and the venv, the run's work dir),

@@ -1,8 +1,8 @@
 """Replace every injected secret value by its label in what is stored or shown about a run.
 
 A tool that prints a secret base64- or hex-encoded, reversed or URL-encoded would get it
-past a plain search, so each value is also looked for in those forms (DESIGN.md section
-3): base64 (standard and URL-safe, at the three byte alignments a value can have inside a
+past a plain search, so each value is also looked for in those forms (docs/security.md,
+"Redaction"): base64 (standard and URL-safe, at the three byte alignments a value can have inside a
 longer base64 text), hex (lower and upper case), reversed, JSON-escaped and URL-encoded;
 a value that is itself base64 of text is also caught decoded (and, for an HTTP Basic
 `user:password`, its password).

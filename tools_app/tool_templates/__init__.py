@@ -2,7 +2,7 @@
 
 Each is a valid tool once rendered: TOOL.md (from toolmd.tmpl, shared by all languages)
 with the name, label and description filled in, and an entry file that reports progress
-updates and honours cancellation the way its language's contract says (DESIGN section 2).
+updates and honours cancellation the way its language's contract says (docs/tool-format.md).
 """
 
 from __future__ import annotations

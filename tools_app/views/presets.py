@@ -1,5 +1,5 @@
 """A tool's presets for its user-only inputs (admins) and its response samples
-(developers): keeping a run's response, or pasting a documented one (DESIGN.md section 8).
+(developers): keeping a run's response, or pasting a documented one (docs/http-tools.md, "Samples").
 State changes go through tools_app.presets and tools_app.versions."""
 
 from __future__ import annotations

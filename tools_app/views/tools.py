@@ -149,7 +149,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "body_html": rendering.render_markdown(context["body"]),
         "seed_notice": _seed_replaced_console_edit(tool, latest_two),
         "previous_number": latest_two[1].number if len(latest_two) > 1 else None,
-        # What a run of this version by the current person would receive (DESIGN.md 3).
+        # What a run of this version by the current person would receive (docs/security.md).
         "access": integrations.secret_access(
             version, context["manifest"].integrations, user=request.user, via=RunVia.BROWSER
         ),

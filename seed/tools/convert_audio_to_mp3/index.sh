@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # convert_audio_to_mp3: convert an audio file to MP3 with ffmpeg.
-# Contract (DESIGN.md section 2): params arrive as env INPUT_<NAME>, a line on fd 3 is a
+# Contract (docs/tool-format.md, "Entry files"): params arrive as env INPUT_<NAME>, a line on fd 3 is a
 # progress update, stdout is the result text and a non-zero exit status means isError.
 set -uo pipefail
 

@@ -1,5 +1,5 @@
 """`manage.py import_openapi FILE_OR_URL [--prefix P] [--operation ID ...] [--server URL]`
-(DESIGN section 8): draft kind: http tools from an OpenAPI 3.0/3.1 document.
+(docs/http-tools.md, "Importing OpenAPI"): draft kind: http tools from an OpenAPI 3.0/3.1 document.
 
 One line per operation: created / skipped (reason). All or nothing: when any chosen
 operation cannot be imported, its line says why and nothing is imported. A URL is fetched

@@ -1,4 +1,4 @@
-"""`manage.py import_tools DIR_OR_ZIP [--publish]` (DESIGN section 6).
+"""`manage.py import_tools DIR_OR_ZIP [--publish]` (docs/commands.md).
 
 DIR_OR_ZIP is a tool folder, a folder of tool folders, or a .zip of tool folders. Each
 tool whose content differs from its latest version becomes a new draft version (or a

@@ -1,6 +1,6 @@
-"""`manage.py run_tool NAME [--version N] [--params JSON] [--timeout S]` (DESIGN.md
-section 6): run a tool in this process, through the same runner and sandbox as the
-browser, with no worker. Progress goes to stderr, the result JSON to stdout.
+"""`manage.py run_tool NAME [--version N] [--params JSON] [--timeout S]`
+(docs/commands.md, "run_tool"): run a tool in this process, through the same runner and
+sandbox as the browser, with no worker. Progress goes to stderr, the result JSON to stdout.
 
 Exit status: 0 when the result's isError is false, 1 when true, 2 on bad usage (unknown
 tool or version, params that are not JSON or do not match the inputs)."""
@@ -30,7 +30,7 @@ class Command(BaseCommand):
     )
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        # DESIGN.md fixes `--version N`; Django's own --version (print Django's version)
+        # docs/commands.md promises `--version N`; Django's own --version (print Django's version)
         # gives way to it.
         return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
 

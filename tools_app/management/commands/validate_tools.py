@@ -1,4 +1,4 @@
-"""`manage.py validate_tools PATH...`: check tool folders (DESIGN.md section 6)."""
+"""`manage.py validate_tools PATH...`: check tool folders (docs/commands.md)."""
 
 from __future__ import annotations
 
