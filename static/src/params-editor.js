@@ -89,13 +89,18 @@ function locate(state, tree, path, at) {
   return rangeOf(node);
 }
 
-// Chromium says "... in JSON at position N (line L column C)" for most mistakes and
-// quotes the text for others; the syntax tree's first error covers those.
+// Chromium says "... in JSON at position N (line L column C)" for most mistakes (Firefox
+// "at line L column C") and quotes the text for others; the syntax tree's first error
+// covers those.
 function parseProblem(state, tree, error) {
   let message = String(error.message);
   let pos = null;
   const at = /at position (\d+)/.exec(message);
+  const lineColumn = /at line (\d+) column (\d+)/.exec(message); // Firefox
   if (at) pos = Number(at[1]);
+  else if (lineColumn && Number(lineColumn[1]) <= state.doc.lines) {
+    pos = state.doc.line(Number(lineColumn[1])).from + Number(lineColumn[2]) - 1;
+  }
   if (pos === null && tree) {
     tree.iterate({
       enter(node) {
@@ -107,7 +112,7 @@ function parseProblem(state, tree, error) {
   if (pos === null) pos = state.doc.length;
   pos = Math.min(pos, state.doc.length);
   message = message
-    .replace(/ at position \d+.*$/s, "")
+    .replace(/ at (position|line) \d+.*$/s, "")
     .replace(/, (\.\.\.)?".*" is not valid JSON$/s, "")
     .replace(/^JSON\.parse: /, "");
   return { pos, message };
