@@ -95,6 +95,15 @@ def submit_bad_list(page) -> None:
     page.get_by_text("must be an integer").wait_for()
 
 
+def type_bad_json(page) -> None:
+    """The raw JSON editor showing schema problems as they are typed (no post)."""
+    page.locator("#raw-json summary").click()
+    page.locator("#raw-json .cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text('{"query": 3, "colour": "red"}')
+    page.locator("#raw-json .json-status.error").wait_for()
+
+
 def submit_bad_preset(page) -> None:
     """The presets form sent back without a value."""
     page.select_option("select[name=input]", "team")
@@ -136,6 +145,7 @@ PAGES = [
     Page("confirm-unpublish", "/tools/alpha/unpublish/", viewer=False),
     Page("confirm-disable", "/tools/alpha/disable/", viewer=False),
     Page("run-form", "/tools/alpha/run/", viewer=False),
+    Page("run-form-json-errors", "/tools/alpha/run/", viewer=False, then=type_bad_json),
     Page("run-form-lists", "/tools/lists/run/", viewer=False),
     Page("run-form-lists-errors", "/tools/lists/run/", viewer=False, then=submit_bad_list),
     Page("tool-presets-lists", "/tools/lists/presets/", viewer=False),

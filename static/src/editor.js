@@ -18,10 +18,8 @@ import {
 import { Compartment, EditorState } from "@codemirror/state";
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
 import {
-  HighlightStyle,
   StreamLanguage,
   bracketMatching,
-  defaultHighlightStyle,
   indentOnInput,
   syntaxHighlighting,
 } from "@codemirror/language";
@@ -32,15 +30,9 @@ import { yaml, yamlFrontmatter } from "@codemirror/lang-yaml";
 import { javascript } from "@codemirror/lang-javascript";
 import { python } from "@codemirror/lang-python";
 import { shell } from "@codemirror/legacy-modes/mode/shell";
+import { highlightStyle } from "./highlight.js";
 
 const views = new Map(); // textarea -> EditorView
-
-// CodeMirror's default colours, with the three below 4.5:1 on white (and on the active
-// line's tint) darkened, so every token meets WCAG AA contrast (checked by axe).
-const DARKER = { "#085": "#076", "#e40": "#b30", "#f00": "#c20" };
-const highlightStyle = HighlightStyle.define(
-  defaultHighlightStyle.specs.map((spec) => ({ ...spec, color: DARKER[spec.color] || spec.color })),
-);
 
 function languageFor(path) {
   const name = (path || "").toLowerCase();

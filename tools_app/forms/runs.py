@@ -11,7 +11,7 @@ from urllib.parse import unquote_to_bytes
 from django import forms
 from django.contrib.auth import get_user_model
 
-from tools_app import input_files, listinput, nesting
+from tools_app import input_files, listinput, nesting, schema
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
@@ -281,7 +281,16 @@ class RawParamsForm(forms.Form):
         required=False,
         strip=True,
         max_length=MAX_RAW_PARAMS,
-        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "code"}),
+        # static/src/params-editor.js makes it a JSON editor checked against the schema
+        # in script#params-schema (raw_schema).
+        widget=forms.Textarea(
+            attrs={
+                "rows": 8,
+                "spellcheck": "false",
+                "class": "code",
+                "data-params-editor": "params-schema",
+            }
+        ),
         help_text='One JSON object, e.g. {"url": "https://example.com"}. Sensitive '
         "inputs typed here are masked in the run record like in the form.",
     )
@@ -299,6 +308,22 @@ class RawParamsForm(forms.Form):
     def refuse_undecodable(self, names: set[str]) -> None:
         if "params" in names:
             self.add_error("params", NOT_UNICODE)
+
+
+def raw_schema(manifest: Manifest, preset: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The schema the raw JSON editor checks as you type: what a person may send
+    (schema.input_schema for a caller), with `required` naming only what the run would
+    miss. validate_params fills defaults first, and a preset fills an input left out.
+    Defaults are left out: the editor needs none, and a sensitive input's is never shown."""
+    caller = schema.input_schema(manifest, for_caller=True)
+    for prop in caller["properties"].values():
+        prop.pop("default", None)
+    caller["required"] = [
+        name
+        for name in caller["required"]
+        if not manifest.inputs[name].has_default and name not in preset
+    ]
+    return caller
 
 
 def raw_initial(manifest: Manifest, values: dict[str, Any]) -> str:

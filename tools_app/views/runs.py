@@ -29,6 +29,7 @@ from tools_app.forms.runs import (
     focus_first_error,
     focus_first_field,
     raw_initial,
+    raw_schema,
     undecodable_names,
 )
 from tools_app.models import (
@@ -102,6 +103,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "raw": raw,
         "json_mode": json_mode,
         "raw_mode_field": RAW_MODE_FIELD,
+        "params_schema": raw_schema(manifest, preset),
         "again": again,
         "access": integrations.secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
