@@ -59,6 +59,16 @@ class _FormsParser(HTMLParser):
         self._text: list[str] = []
         self._button: list[str] | None = None
         self._button_attrs: dict[str, str] = {}
+        self._button_form: Form | None = None
+        self._textarea_form: Form | None = None
+        self._select_form: Form | None = None
+
+    def _owner(self, a: dict[str, str]) -> Form | None:
+        """The form a control belongs to: the one its `form` attribute names (anywhere on
+        the page before it, as the editor's run panel uses it), else the enclosing one."""
+        if "form" in a:
+            return next((f for f in self.forms if f.attrs.get("id") == a["form"]), None)
+        return self._form
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -66,12 +76,13 @@ class _FormsParser(HTMLParser):
             self._form = Form(attrs=a)
             self.forms.append(self._form)
             return
-        form = self._form
+        form = self._select_form if tag == "option" else self._owner(a)
         if form is None:
             return
         if tag == "button" and a.get("type", "submit") == "submit":
             self._button = []
             self._button_attrs = a
+            self._button_form = form
         if tag == "input" and a.get("type") == "submit" and "disabled" not in a:
             # <input type="submit" value="…"> is a button too (Django admin's are).
             form.buttons.append((" ".join(a.get("value", "Submit").split()), a))
@@ -86,10 +97,12 @@ class _FormsParser(HTMLParser):
         elif tag == "textarea" and a.get("name"):
             form.controls[a["name"]] = "textarea"
             self._textarea = a["name"]
+            self._textarea_form = form
             self._text = []
         elif tag == "select" and a.get("name"):
             form.controls[a["name"]] = "select"
             self._select = a["name"]
+            self._select_form = form
             self._options = []
         elif tag == "option" and self._select is not None:
             self._option = a
@@ -102,12 +115,12 @@ class _FormsParser(HTMLParser):
             self._button.append(data)
 
     def handle_endtag(self, tag: str) -> None:
-        form = self._form
-        if tag == "button" and self._button is not None and form is not None:
+        if tag == "button" and self._button is not None and self._button_form is not None:
             text = " ".join("".join(self._button).split())
-            form.buttons.append((text, self._button_attrs))
+            self._button_form.buttons.append((text, self._button_attrs))
             self._button = None
-        elif tag == "textarea" and self._textarea is not None and form is not None:
+        elif tag == "textarea" and self._textarea is not None and self._textarea_form is not None:
+            form = self._textarea_form
             text = "".join(self._text)
             # HTML drops one newline right after <textarea>; browsers submit CRLF breaks.
             text = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\n")
@@ -117,7 +130,8 @@ class _FormsParser(HTMLParser):
             value = self._option.get("value", "".join(self._text).strip())
             self._options.append((value, "selected" in self._option))
             self._option = None
-        elif tag == "select" and self._select is not None and form is not None:
+        elif tag == "select" and self._select is not None and self._select_form is not None:
+            form = self._select_form
             chosen = [v for v, selected in self._options if selected] or [
                 v for v, _ in self._options[:1]
             ]
@@ -171,15 +185,14 @@ def submit(
     assert response.status_code == 200, f"GET {page}: {response.status_code}"
     form = find_form(response.content.decode(), form_id=form_id, action=action, button=button)
     data = form.filled(changes)
-    if form.attrs.get("enctype") != "multipart/form-data":
+    pressed = form.button(button) if button is not None else {}
+    enctype = pressed.get("formenctype") or form.attrs.get("enctype")
+    if enctype != "multipart/form-data":
         # Without multipart encoding a browser sends a chosen file's name, not its content.
         data = {k: getattr(v, "name", v) if hasattr(v, "read") else v for k, v in data.items()}
-    target = form.attrs.get("action") or page
-    if button is not None:
-        pressed = form.button(button)
-        if pressed.get("name"):
-            data[pressed["name"]] = pressed.get("value", "")
-        target = pressed.get("formaction") or target
+    target = pressed.get("formaction") or form.attrs.get("action") or page
+    if pressed.get("name"):
+        data[pressed["name"]] = pressed.get("value", "")
     return client.post(target, data, **post_kwargs)
 
 

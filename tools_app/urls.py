@@ -28,6 +28,7 @@ urlpatterns = [
     path("tools/-/import-openapi/", openapi.openapi_import_page, name="tool_import_openapi"),
     path("tools/<str:name>/edit/", editor.tool_edit, name="tool_edit"),
     path("tools/<str:name>/validate/", editor.tool_validate, name="tool_validate"),
+    path("tools/<str:name>/edit/run/", editor.tool_edit_run, name="tool_edit_run"),
     path("tools/<str:name>/versions/", editor.tool_versions, name="tool_versions"),
     path(
         "tools/<str:name>/versions/<int:number>/download.zip",

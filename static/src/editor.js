@@ -15,7 +15,7 @@ import {
   keymap,
   lineNumbers,
 } from "@codemirror/view";
-import { Compartment, EditorState } from "@codemirror/state";
+import { Annotation, Compartment, EditorState, Transaction } from "@codemirror/state";
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
 import {
   StreamLanguage,
@@ -33,6 +33,8 @@ import { shell } from "@codemirror/legacy-modes/mode/shell";
 import { highlightStyle } from "./highlight.js";
 
 const views = new Map(); // textarea -> EditorView
+// Marks a change the page makes itself (the saved version number): not an edit.
+const fromServer = Annotation.define();
 
 function languageFor(path) {
   const name = (path || "").toLowerCase();
@@ -90,6 +92,7 @@ function enhance(textarea) {
         EditorView.updateListener.of((update) => {
           if (!update.docChanged) return;
           textarea.value = update.state.doc.toString();
+          if (update.transactions.some((tr) => tr.annotation(fromServer))) return;
           // Bubbles to the form: htmx's live validation listens for it.
           textarea.dispatchEvent(new Event("input", { bubbles: true }));
         }),
@@ -167,6 +170,31 @@ function saveShortcut(event) {
   button.form.requestSubmit(button);
 }
 
+// The run panel's Save and run saved the editor's text without reloading the page, and
+// the server wrote the new version's number into TOOL.md's frontmatter: show it here too,
+// as a reload after Save version would. Not an edit: no unsaved-changes warning, no undo.
+function followSavedVersion(event) {
+  const number = event.detail && event.detail.version;
+  if (!number) return;
+  for (const [textarea, view] of views) {
+    if (pathOf(textarea).toLowerCase() !== "tool.md") continue;
+    const doc = view.state.doc;
+    if (doc.lines < 2 || doc.line(1).text.trim() !== "---") continue;
+    for (let n = 2; n <= doc.lines; n++) {
+      const line = doc.line(n);
+      if (line.text.trim() === "---") break;
+      const match = /^(version:[ \t]*)(\d+)[ \t]*$/.exec(line.text);
+      if (!match) continue;
+      const from = line.from + match[1].length;
+      view.dispatch({
+        changes: { from, to: from + match[2].length, insert: String(number) },
+        annotations: [fromServer.of(true), Transaction.addToHistory.of(false)],
+      });
+      break;
+    }
+  }
+}
+
 function enhanceAll(root) {
   for (const textarea of (root || document).querySelectorAll("textarea[data-code-editor]")) {
     enhance(textarea);
@@ -178,6 +206,7 @@ function start() {
   enhanceAll(document);
   document.addEventListener("click", jumpToProblem);
   document.addEventListener("keydown", saveShortcut);
+  document.addEventListener("tool-saved", followSavedVersion);
   // Live validation swaps in a new problem list (an outerHTML swap, so listen on the
   // document: the old element is gone by the time events fire on it).
   document.addEventListener("htmx:load", applyProblems);

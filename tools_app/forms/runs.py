@@ -244,8 +244,10 @@ class RunForm(forms.Form):
                 )
 
     def refuse_undecodable(self, names: set[str]) -> None:
-        for name in names & set(self.fields):
-            self.add_error(name, NOT_UNICODE)
+        """`names` as posted: with a prefix (the editor's run panel), "run-NAME"."""
+        for name in self.fields:
+            if self.add_prefix(name) in names:
+                self.add_error(name, NOT_UNICODE)
 
     def params(self) -> dict[str, Any]:
         """The cleaned values as a params object: unset optional inputs are left out,

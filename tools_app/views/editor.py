@@ -7,17 +7,30 @@ requests into those calls and their outcomes into pages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from django_htmx.http import trigger_client_event
 
-from tools_app import bundle, diff, importer, rendering, staticcheck, tool_templates, toolmd
+from tools_app import (
+    bundle,
+    diff,
+    importer,
+    integrations,
+    presets,
+    rendering,
+    runs,
+    staticcheck,
+    tool_templates,
+    toolmd,
+)
 from tools_app.audit import Actor, record
 from tools_app.forms.editor import (
     BaseVersionForm,
@@ -29,7 +42,9 @@ from tools_app.forms.editor import (
     collect_files,
     initial_files,
 )
+from tools_app.forms.runs import RunForm
 from tools_app.models import Tool, ToolVersion
+from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.versions import (
     InvalidTool,
@@ -40,9 +55,14 @@ from tools_app.versions import (
     set_enabled,
     unpublish,
 )
+from tools_app.views.runs import last_params, live_context, start_from_form
 from tools_app.views.tools import HtmxHttpRequest, get_tool_or_404, tool_header
 
 FILES_PREFIX = "files"
+# The run panel's inputs are posted with the editor's form: the prefix keeps a tool input
+# named "note" or "base" apart from the editor's own fields (input names have no hyphen).
+RUN_PREFIX = "run"
+RUN_NOTE = "saved to run it from the editor"
 VERSIONS_PER_PAGE = 50
 
 
@@ -155,6 +175,7 @@ def _editor(
     status: int = 200,
     show_errors: bool = True,
     notes: list[str] | None = None,
+    panel: dict | None = None,
 ) -> HttpResponse:
     context = {
         "tool": tool,
@@ -164,8 +185,176 @@ def _editor(
         "show_errors": show_errors,
         **_problems_context(tool, problems, notes),
         "run_url": _run_url(tool, latest.number),
+        **(panel or _panel_context(request, latest)),
     }
     return render(request, "editor/edit.html", context, status=status)
+
+
+# --- The run panel: save the draft, run exactly that version, watch it live -----------------
+
+
+@require_POST
+@role_required(DEVELOPER)
+def tool_edit_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """ "Save and run" in the editor's run panel: what is in the editor is saved as a new
+    draft version (or, unchanged, the latest version is taken as it is), then exactly that
+    version runs with the panel's inputs, and the panel shows the run live.
+
+    A run must be reproducible, so it always points at a saved version: unsaved text never
+    runs. Who may: developers, as for the run page; the run is an ordinary browser run of
+    a version that is not the published one, so integrations.policy and presets.for_run
+    give it what any test run of a draft gets (nothing more). It never publishes (the
+    Publish box belongs to Save version). Inputs that do not fit the saved version undo the
+    save: nothing is saved, nothing runs, the panel says why. Someone's newer save is a
+    conflict, as for Save version."""
+    tool = get_tool_or_404(name)
+    latest = _latest(tool)
+    can_publish = has_role(request.user, ADMIN)
+    form = ToolEditForm(request.POST, can_publish=can_publish)
+    formset = ToolFileFormSet(request.POST, prefix=FILES_PREFIX)
+
+    def refused(
+        status: int,
+        message: str,
+        problems: Sequence[toolmd.Problem] = (),
+        notes: Sequence[str] = (),
+    ) -> HttpResponse:
+        panel = _panel_context(request, latest, message=message)
+        if not request.htmx:
+            return _editor(
+                request, tool, latest, form, formset, list(problems), status=status,
+                notes=list(notes), panel=panel,
+            )  # fmt: skip
+        context = {
+            "tool": tool,
+            "latest": latest,
+            **panel,
+            **_problems_context(tool, list(problems), list(notes)),
+            "oob": True,
+        }
+        return render(request, "editor/edit.html#panel_refused", context, status=status)
+
+    if not (form.is_valid() and formset.is_valid()):
+        notes = _form_errors(form, formset)
+        return refused(422, _not_saved(len(notes)), notes=notes)
+    data = form.cleaned_data
+    base = tool.versions.filter(number=data["base"]).first()
+    try:
+        with transaction.atomic():
+            files = collect_files(form, formset, base.file_bytes() if base else {})
+            saved = save_version(
+                tool.name,
+                files,
+                actor=Actor.from_request(request),
+                note=data["note"] or RUN_NOTE,
+                base=data["base"],
+            )
+            version = saved.version
+            panel = _panel_context(request, version, bound=True)
+            run = start_from_form(request, version, panel["run_form"])
+            if run is None:
+                # The inputs do not fit: keep nothing of this click, the save included.
+                transaction.set_rollback(True)
+    except VersionConflict as conflict:
+        if not request.htmx:
+            return _conflict(request, tool, conflict, form, formset, can_publish)
+        return refused(409, _conflict_message(conflict))
+    except InvalidTool as exc:
+        errors = sum(1 for p in exc.problems if p.severity == toolmd.ERROR)
+        return refused(422, _not_saved(errors), problems=exc.problems)
+    except bundle.BundleError as exc:
+        return refused(422, _not_saved(1), notes=[str(exc)])
+
+    if run is None:
+        panel["panel_message"] = (
+            "Not saved and not run: the inputs below do not fit "
+            f"{'the edited draft' if saved.created else f'version {version.number}'}."
+        )
+        if not request.htmx:
+            return _editor(request, tool, latest, form, formset, [], status=400, panel=panel)
+        context = {"tool": tool, "latest": latest, **panel}
+        return render(request, "editor/edit.html#run_panel", context, status=400)
+
+    if not request.htmx:  # without JavaScript: the run's own page shows it live
+        return redirect("run", run_id=run.pk)
+    context = {
+        "tool": tool,
+        "latest": version,
+        "run_url": _run_url(tool, version.number),
+        **panel,
+        **live_context(request, run, []),
+        "saved": saved,
+        "oob": True,
+    }
+    response = render(request, "editor/edit.html#panel_ran", context)
+    # static/js/unsaved.js: what was in the editor is saved now (typing since is not).
+    trigger_client_event(response, "tool-saved", {"version": version.number})
+    return response
+
+
+def _panel_context(
+    request: HttpRequest, version: ToolVersion, *, bound: bool = False, message: str = ""
+) -> dict:
+    """The run panel for `version`: its inputs as a form, what a run of it by this person
+    receives of integrations and sensitive presets (the run's own decision), a message.
+
+    Unbound, `version` is the latest one, and what the panel announces is for the draft
+    that Save and run makes of it: while it is the published version, the decision is
+    taken for its successor, which is not (it gets less, never more)."""
+    if not bound:
+        version = _next_draft(version)
+    manifest = runs.manifest_of(version)
+    preset_access = presets.access(version, manifest, user=request.user, via=RunVia.BROWSER)
+    withheld = frozenset(w.name for w in preset_access.withheld)
+    kwargs = {"manifest": manifest, "preset": preset_access.filled, "withheld": withheld}
+    if bound:
+        run_form = RunForm(request.POST, request.FILES, prefix=RUN_PREFIX, **kwargs)
+    else:
+        last = last_params(version.tool, request.user)
+        run_form = RunForm(last=last, prefix=RUN_PREFIX, **kwargs)
+    run_form.use_required_attribute = False  # Save version must not wait for run inputs
+    for field in run_form.fields.values():
+        # The inputs belong to the editor's form, so Save and run posts the text with them
+        # (also without JavaScript), while the panel sits outside it: the run's Cancel
+        # form lives in the panel, and forms cannot nest.
+        field.widget.attrs["form"] = "tool-form"
+    return {
+        "panel_version": version,
+        "run_form": run_form,
+        "run_access": integrations.secret_access(
+            version, manifest.integrations, user=request.user, via=RunVia.BROWSER
+        ),
+        "run_preset_access": preset_access,
+        "panel_message": message,
+        "run": None,  # the run it started, with the run page's live context
+    }
+
+
+def _next_draft(latest: ToolVersion) -> ToolVersion:
+    """`latest`, or while it is the published version, an unsaved stand-in for the next
+    version (same content): a draft, so the secret policy treats it as one."""
+    if latest.tool.published_version_id != latest.pk:
+        return latest
+    return ToolVersion(
+        tool=latest.tool, number=latest.number + 1, manifest=latest.manifest, files=latest.files
+    )
+
+
+def _not_saved(errors: int) -> str:
+    return (
+        f"Not saved and not run: the editor has {errors} error{'s' if errors != 1 else ''} "
+        "(see Problems). Fix them, then Save and run again."
+    )
+
+
+def _conflict_message(conflict: VersionConflict) -> str:
+    latest = conflict.latest
+    who = f" by {latest.author.username}" if latest.author else ""
+    return (
+        f"Not saved and not run: version {latest.number} was saved{who} after version "
+        f"{conflict.base}, which this editor started from. Nothing you typed is lost: "
+        "Save version shows both texts and a diff."
+    )
 
 
 @require_POST

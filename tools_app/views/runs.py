@@ -67,7 +67,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     version = _version_to_run(request, tool)
     manifest = runs.manifest_of(version)
     again = _run_to_repeat(request, tool)
-    last = again.params if again is not None else _last_params(tool, request.user)
+    last = again.params if again is not None else last_params(tool, request.user)
     if request.GET.get("defaults"):  # "Reset to defaults": the manifest's values only
         last = {}
 
@@ -86,7 +86,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
             form = bound = RunForm(
                 request.POST, request.FILES, manifest=manifest, preset=preset, withheld=withheld
             )
-        run = _start(request, version, bound)
+        run = start_from_form(request, version, bound)
         if run is not None:
             return redirect("run", run_id=run.pk)
         focus_first_error(bound)
@@ -115,7 +115,9 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-def _start(request: HttpRequest, version: ToolVersion, form: RunForm | RawParamsForm) -> Run | None:
+def start_from_form(
+    request: HttpRequest, version: ToolVersion, form: RunForm | RawParamsForm
+) -> Run | None:
     """Start the run the valid form describes; otherwise put the problems on the form."""
     if request.content_type == "application/x-www-form-urlencoded":
         form.refuse_undecodable(undecodable_names(request.body))
@@ -154,7 +156,7 @@ def _run_to_repeat(request: HttpRequest, tool: Tool) -> Run | None:
     return get_object_or_404(Run.objects.only("id", "params", "tool_id"), pk=run_id, tool=tool)
 
 
-def _last_params(tool: Tool, user) -> dict:
+def last_params(tool: Tool, user) -> dict:
     """The params of this person's latest run of this tool (masked ones are skipped by the
     form, so a secret is never pre-filled)."""
     params = (
@@ -227,7 +229,7 @@ def can_read_output(request: HttpRequest, run: Run) -> bool:
     return run.can_download(Actor(user=request.user))
 
 
-def _live_context(
+def live_context(
     request: HttpRequest, run: Run, updates: list[RunUpdate], can_read: bool | None = None
 ) -> dict:
     last_seq = updates[-1].seq if updates else seq_param(request.GET.get("after"))
@@ -287,7 +289,7 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     run = _run_or_404(run_id)
     readable = can_read_output(request, run)
     updates = list(run.updates.all()) if readable else []
-    context = _live_context(request, run, updates, readable)
+    context = live_context(request, run, updates, readable)
     context["manifest"] = runs.manifest_of(run.version)
     # Shown the way agents send them: strings as they are, the rest as JSON (true, 3.5).
     context["params"] = [
@@ -309,7 +311,7 @@ def run_updates(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     readable = can_read_output(request, run)
     updates = list(run.updates.filter(seq__gt=after)) if readable else []
     response = render(
-        request, "runs/detail.html#poll", _live_context(request, run, updates, readable)
+        request, "runs/detail.html#poll", live_context(request, run, updates, readable)
     )
     response["Cache-Control"] = "no-store"
     patch_vary_headers(response, ("HX-Request",))
@@ -332,7 +334,7 @@ def run_cancel(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
         raise PermissionDenied("Only the person who started a run, or an admin, can cancel it.")
     runs.cancel_run(run, Actor.from_request(request))
     if request.htmx:
-        context = _live_context(request, run, [])
+        context = live_context(request, run, [])
         context["last_seq"] = seq_param(request.POST.get("after"))
         return render(request, "runs/detail.html#live", context)
     return redirect("run", run_id=run.pk)
