@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, browser_context, chromium
+from tests.browser_support import ARTIFACTS, axe_violations, browser_context, chromium
 from tests.progress_support import add_count_progress
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
@@ -57,6 +57,7 @@ def test_the_bar_follows_the_tool_to_100_percent(worker, live_server, developer)
                 assert status_box["y"] <= bar_box["y"] < inputs_box["y"]
                 # At 390 px the line fits: nothing scrolls sideways.
                 assert page.evaluate("document.documentElement.scrollWidth") <= width
+                assert axe_violations(page) == []
                 page.screenshot(path=str(ARTIFACTS / f"run-progress-{width}.png"), full_page=True)
                 run_id = page.url.rstrip("/").rsplit("/", 1)[-1]
                 finished = Run.objects.get(pk=run_id)

@@ -568,7 +568,7 @@ class _Execution:
     def _on_bash_update(self, data: bytes | None) -> None:
         lines = self.update_lines.feed(data) if data else self.update_lines.flush()
         for line, overflowed in lines:
-            counts = {} if overflowed else _bash_progress(line)
+            counts = None if overflowed else _bash_progress(line)
             if counts is None:
                 self._update([{"type": "text", "text": decode(line)}], cut=overflowed)
             else:
