@@ -23,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from worker_fixtures import REPO, CeleryWorker, skip_or_fail, wait_for_run
 
+from tests.progress_support import add_count_progress
 from tools_app import integrations
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
@@ -152,6 +153,25 @@ def test_it_runs_a_call_with_progress_through_the_run_path(live, make_tool, mode
     assert run.via == RunVia.MCP and run.token == agent
     assert run.status == RunStatus.SUCCEEDED and run.params == {"name": "Ada"}
     assert AuditEvent.objects.filter(action="run.start", actor="token:mcp-agent").exists()
+
+
+def test_it_forwards_the_tools_progress_and_total(live):
+    add_count_progress()
+    _, raw = token()
+    progress = []
+
+    async def go(client):
+        async def on_progress(value, total, message):
+            progress.append((value, total, message))
+
+        args = {"steps": 3, "delay_ms": 0}
+        return await client.call_tool("count_progress", args, progress_callback=on_progress)
+
+    result = mcp_call(live, raw, go)
+
+    assert result.is_error is False and result.content[0].text == "counted to 3"
+    # The tool's own counts, with the update's text as the message.
+    assert progress == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
 
 
 def test_it_answers_an_unknown_tool_with_a_protocol_error(live, make_tool):

@@ -467,8 +467,8 @@ def json_display(name: str):
 class RunUpdateInline(SafeJsonAdmin, ReadOnlyInline):
     model = RunUpdate
     json_fields = ("content",)
-    fields = ("seq", "created_at", "content_shown")
-    readonly_fields = ("seq", "created_at")
+    fields = ("seq", "created_at", "content_shown", "progress", "total")
+    readonly_fields = ("seq", "created_at", "progress", "total")
     show_change_link = False
     content_shown = json_display("content")
 

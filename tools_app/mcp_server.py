@@ -8,7 +8,8 @@ needs `registry:read`, `tools/call` needs `tools:invoke`.
 A call goes through tools_app.runs exactly like the API's invoke (run record with
 via=mcp, Celery, redaction, secret policy); this module then follows the run in the
 database: each stored update becomes a `notifications/progress` when the client sent a
-progress token, and the run's result becomes the CallToolResult. When the client cancels
+progress token (with the tool's own progress/total when it sent them), and the run's
+result becomes the CallToolResult. When the client cancels
 (`notifications/cancelled`, or closing the request's stream) the SDK cancels the handler,
 which cancels the run: the worker stops the tool and kills its process group.
 
@@ -183,14 +184,17 @@ def check_arguments(version: Any, arguments: dict[str, Any]) -> None:
         raise MCPError(types.INVALID_PARAMS, message, {"limit": MAX_PARAMS_BYTES, "size": size})
 
 
-def news(run_id: Any, after: int) -> tuple[str, dict | None, list[tuple[int, list]]]:
+Update = tuple[int, list, float | None, float | None]  # seq, content, progress, total
+
+
+def news(run_id: Any, after: int) -> tuple[str, dict | None, list[Update]]:
     """(status, result once finished, updates after `after`), updates read after the
     status so a finished run comes with every update."""
     status, result = Run.objects.filter(pk=run_id).values_list("status", "result").get()
     updates = list(
         RunUpdate.objects.filter(run_id=run_id, seq__gt=after)
         .order_by("seq")
-        .values_list("seq", "content")
+        .values_list("seq", "content", "progress", "total")
     )
     return status, (result if status in FINISHED else None), updates
 
@@ -328,14 +332,31 @@ async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
             noted.unlink(missing_ok=True)
 
 
+class Counter:
+    """The progress/total of each notification: the tool's own count (progress, total,
+    as onUpdate sent them) when the update has one; an update without one repeats the
+    last count, or, before any, counts updates (1, 2, 3...) with no total, as MCP asks
+    for a progress that never goes back."""
+
+    def __init__(self) -> None:
+        self.last: tuple[float, float | None] | None = None
+
+    def of(self, seq: int, progress: float | None, total: float | None) -> tuple:
+        if progress is not None:
+            self.last = (progress, total)
+        return self.last or (float(seq), None)
+
+
 async def follow(ctx: Any, run_id: Any) -> types.CallToolResult:
     after = 0
     pause = POLL_FIRST
+    counter = Counter()
     while True:
         status, result, updates = await in_thread(news, run_id, after)
-        for seq, content in updates:
+        for seq, content, progress, total in updates:
             after = seq
-            await ctx.session.report_progress(float(seq), None, update_text(content))
+            value, of = counter.of(seq, progress, total)
+            await ctx.session.report_progress(value, of, update_text(content))
         if status in FINISHED:
             return call_result(result, status, ctx.session.protocol_version)
         if updates:

@@ -51,6 +51,7 @@ from tools_app import (
     input_files,
     integrations,
     presets,
+    progress,
     runner,
     schema,
     toolmd,
@@ -398,8 +399,9 @@ def _execute(
             return tool_policy(slugs, run.egress_allows)
 
         perform = httptool.performer(run, manifest, params, access, secrets, policy)
-        outcome = Supervisor(run, None, on_progress, perform=perform).run()
-        _finish(run, outcome, notices)
+        supervisor = Supervisor(run, None, on_progress, perform=perform)
+        outcome = supervisor.run()
+        _finish(run, outcome, [*notices, *supervisor.notices])
         return
 
     root = work_dir(run)
@@ -422,8 +424,9 @@ def _execute(
         # Only granted integrations open their URLs: a withheld one gives no way out either.
         egress=tool_policy(access.granted, run.egress_allows) if manifest.network else None,
     )
-    outcome = Supervisor(run, request, on_progress).run()
-    _finish(run, outcome, notices)
+    supervisor = Supervisor(run, request, on_progress)
+    outcome = supervisor.run()
+    _finish(run, outcome, [*notices, *supervisor.notices])
 
 
 def reaches_out(manifest: Manifest) -> bool:
@@ -519,6 +522,7 @@ class Supervisor:
         self.events: queue.SimpleQueue = queue.SimpleQueue()
         self.cancel = threading.Event()
         self.seq = 0
+        self.progress_problems: list[str] = []
 
     def _target(self) -> None:
         try:
@@ -576,12 +580,28 @@ class Supervisor:
         if not updates:
             return
         rows = []
+        latest: progress.Progress | None = None
         for update in updates:
             self.seq += 1
             content = update.get("content", []) if isinstance(update, dict) else []
-            rows.append(RunUpdate(run_id=self.run_row.pk, seq=self.seq, content=content))
+            row = RunUpdate(run_id=self.run_row.pk, seq=self.seq, content=content)
+            try:
+                counted = progress.read(update)
+            except progress.BadProgress as exc:
+                self._flag(str(exc))
+                counted = None
+            if counted is not None:
+                row.progress, row.total = counted.progress, counted.total
+                latest = counted
+            rows.append(row)
         try:
             RunUpdate.objects.bulk_create(rows)
+            if latest is not None:
+                # The latest count on the run itself: its page and the API read no updates
+                # for it. One UPDATE per batch that has a count, not per update.
+                Run.objects.filter(pk=self.run_row.pk).update(
+                    progress=latest.progress, progress_total=latest.total
+                )
         except DatabaseError:
             # Progress is best effort; a locked or busy database must not stop the run.
             logger.exception(
@@ -590,6 +610,19 @@ class Supervisor:
         if self.on_progress is not None:
             for row in rows:
                 self.on_progress(row.content)
+
+    def _flag(self, problem: str) -> None:
+        """One notice per kind of bad progress: a tool sending nonsense in a loop must not
+        bury the run's other notices."""
+        if problem not in self.progress_problems:
+            self.progress_problems.append(problem)
+
+    @property
+    def notices(self) -> list[str]:
+        return [
+            f"progress ignored in some updates: {problem} (the updates' text is kept)"
+            for problem in self.progress_problems
+        ]
 
     def _poll_cancel(self) -> None:
         try:

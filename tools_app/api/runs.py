@@ -63,6 +63,9 @@ class UpdateOut(Schema):
     seq: int
     at: datetime
     content: list[dict[str, Any]]
+    # The update's count when the tool sent a valid one (MCP's progress/total).
+    progress: float | None = None
+    total: float | None = None
 
 
 class ArtifactOut(Schema):
@@ -93,6 +96,9 @@ class RunOut(Schema):
     notices: list[str]
     stderr_tail: str
     exit_code: int | None
+    # The latest valid count the tool sent, whatever `after` is; total null: not known.
+    progress: float | None
+    total: float | None
     updates: list[UpdateOut]
     artifacts: list[ArtifactOut]
 
@@ -217,7 +223,9 @@ def run_status(
             _wait_for_news(news, wait)
         run = _own_run(request, run_id)
     # Updates after the status, so a finished status comes with every update.
-    updates = run.updates.filter(seq__gt=after).values_list("seq", "created_at", "content")
+    updates = run.updates.filter(seq__gt=after).values_list(
+        "seq", "created_at", "content", "progress", "total"
+    )
     artifacts = run.artifacts.all() if run.is_finished else []
     return {
         "id": str(run.pk),
@@ -239,7 +247,12 @@ def run_status(
         "notices": run.notices,
         "stderr_tail": run.stderr_tail,
         "exit_code": run.exit_code,
-        "updates": [{"seq": s, "at": at, "content": c} for s, at, c in updates],
+        "progress": run.progress,
+        "total": run.progress_total,
+        "updates": [
+            {"seq": s, "at": at, "content": c, "progress": p, "total": t}
+            for s, at, c, p, t in updates
+        ],
         "artifacts": [
             {
                 "name": a.name,

@@ -5,6 +5,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from tools_app.progress import Progress
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued"
@@ -82,6 +84,10 @@ class Run(models.Model):
     timeout = models.FloatField(null=True, blank=True)
     # How long the tool process ran, as the runner measured it.
     duration = models.FloatField(null=True, blank=True)
+    # The latest valid progress the tool sent (tools_app/progress.py), so the run page and
+    # the API show it without reading the updates; progress_total null: no bar.
+    progress = models.FloatField(null=True, blank=True)
+    progress_total = models.FloatField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     worker = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -108,6 +114,10 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.status in FINISHED
 
+    @property
+    def progress_info(self) -> Progress | None:
+        return None if self.progress is None else Progress(self.progress, self.progress_total)
+
     def can_download(self, actor) -> bool:
         """May `actor` (anything with `.user` and `.token`, e.g. tools_app.audit.Actor)
         download this run's artifacts? Artifacts can hold the starter's sensitive inputs
@@ -130,6 +140,9 @@ class RunUpdate(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="updates")
     seq = models.PositiveIntegerField()
     content = models.JSONField()
+    # The update's own progress/total when the tool sent valid ones (tools_app/progress.py).
+    progress = models.FloatField(null=True, blank=True)
+    total = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -138,6 +151,10 @@ class RunUpdate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} #{self.seq}"
+
+    @property
+    def progress_info(self) -> Progress | None:
+        return None if self.progress is None else Progress(self.progress, self.total)
 
 
 class ArtifactStore(models.TextChoices):

@@ -171,6 +171,21 @@ def _valid_content(value: object) -> Content | None:
     return content
 
 
+def _bash_progress(line: bytes) -> dict | None:
+    """A bash tool's fd 3 line that is a JSON object with a `progress` key, like
+    {"progress": 3, "total": 10, "message": "..."} (MCP's notifications/progress): its
+    progress, total and message; None for any other line, which is text as it was."""
+    if not line.startswith(b"{"):
+        return None
+    try:
+        value = json.loads(decode(line))
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or "progress" not in value:
+        return None
+    return {k: value[k] for k in ("progress", "total", "message") if k in value}
+
+
 _FOLDER_HANDLE = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
 
@@ -553,7 +568,14 @@ class _Execution:
     def _on_bash_update(self, data: bytes | None) -> None:
         lines = self.update_lines.feed(data) if data else self.update_lines.flush()
         for line, overflowed in lines:
-            self._update([{"type": "text", "text": decode(line)}], cut=overflowed)
+            counts = None if overflowed else _bash_progress(line)
+            if counts is None:
+                self._update([{"type": "text", "text": decode(line)}], cut=overflowed)
+            else:
+                message = counts.pop("message", None)
+                text = message if isinstance(message, str) else ""
+                content = [{"type": "text", "text": text}] if text else []
+                self._update(content, cut=False, counts=counts)
 
     def _on_protocol(self, data: bytes | None) -> None:
         for line, overflowed in self.protocol.feed(data) if data else ():
@@ -567,8 +589,11 @@ class _Execution:
             if not isinstance(message, dict):
                 continue
             kind = message.get("type")
-            if kind == "update" and (content := _valid_content(message.get("content"))):
-                self._update(content, cut=bool(message.get("truncated")))
+            if kind == "update" and (content := _valid_content(message.get("content"))) is not None:
+                # Checked where updates are stored (tools_app/progress.py), not here.
+                counts = {k: message[k] for k in ("progress", "total") if k in message}
+                if content or counts:
+                    self._update(content, cut=bool(message.get("truncated")), counts=counts)
             elif kind == "update_limit":
                 self._update_limit_reached()
             elif kind == "result" and self.result_message is None:
@@ -578,7 +603,7 @@ class _Execution:
     def _update_limit_reached(self) -> None:
         self._notice(f"update limit reached ({self.limits.max_updates}); later updates dropped")
 
-    def _update(self, content: Content, *, cut: bool) -> None:
+    def _update(self, content: Content, *, cut: bool, counts: dict | None = None) -> None:
         self.updates += 1
         if self.updates > self.limits.max_updates:
             self._update_limit_reached()
@@ -589,7 +614,7 @@ class _Execution:
                 f"progress updates truncated at {format_bytes(self.limits.max_update_bytes)}"
             )
         if self.on_update is not None:
-            self.on_update({"content": capped})
+            self.on_update({"content": capped, **(counts or {})})
 
     def _cap(self, content: Content, max_bytes: int, *, cut: bool) -> tuple[Content, bool]:
         """Redact, then cut to `max_bytes` of text in all. `cut`: the last text was already

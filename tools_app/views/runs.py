@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import health, integrations, nesting, presets, runs
+from tools_app import health, integrations, nesting, presets, progress, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -246,6 +246,8 @@ def live_context(
         if run.result and can_read
         else "",
         "updates": updates if can_read else [],
+        # The bar near the status: the latest count the tool sent, when it said a total.
+        "progress_bar": progress_bar(run) if can_read else None,
         "can_read_output": can_read,
         "last_seq": last_seq,
         "artifacts": list(run.artifacts.all()) if run.is_finished else [],
@@ -258,6 +260,21 @@ def live_context(
         "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,
         "worker_silent": worker_silence(run),
         "lost_after": int(settings.RUN_LOST_AFTER_SECONDS),
+    }
+
+
+def progress_bar(run: Run) -> dict | None:
+    """What the run page's <progress> shows; None (no bar) until the tool sends a total."""
+    counted = run.progress_info
+    if counted is None or counted.total is None:
+        return None
+    return {
+        # Attribute values exactly (a valid floating-point number, never localized).
+        "value": repr(counted.progress),
+        "max": repr(counted.total),
+        "percent": counted.percent,
+        "progress": progress.shown(counted.progress),
+        "total": progress.shown(counted.total),
     }
 
 

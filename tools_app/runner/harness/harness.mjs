@@ -7,7 +7,8 @@
 // they are loaded in their place, at the same URLs, so Node's type stripper (~35 ms of
 // CPU to load) is only loaded for a file the worker could not strip.
 // Protocol messages are JSON lines on fd 3, so nothing the tool prints (console.log goes to
-// stdout, which the runner keeps as log) can forge them: {"type": "update", ...},
+// stdout, which the runner keeps as log) can forge them: {"type": "update", content,
+// truncated, progress?, total?},
 // {"type": "update_limit"} once the update limit is passed, and one {"type": "result", ...}
 // right before the harness exits.
 //
@@ -158,7 +159,18 @@ function fail(message) {
   return finish([{ type: "text", text: message }], true);
 }
 
+// A progress or total as it goes on the pipe: a finite number as it is, anything else as
+// the name of its kind, which the console names in a notice (tools_app/progress.py).
+// Never an error: a bad count must not fail the run.
+function count(value) {
+  if (typeof value === "number") return Number.isFinite(value) ? value : String(value);
+  return value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
+}
+
 function onUpdate(update) {
+  // Progress alone ({progress, total}, like MCP's notifications/progress) needs no content.
+  const alone = update && typeof update === "object" && update.content === undefined;
+  if (alone && "progress" in update) update = { ...update, content: [] };
   const why = problem(update, "onUpdate() argument");
   if (why) throw new TypeError(why);
   if (finished) return;
@@ -168,7 +180,10 @@ function onUpdate(update) {
     return;
   }
   const clipped = clip(update.content, config.maxUpdateBytes);
-  send({ type: "update", content: clipped.content, truncated: clipped.truncated });
+  const message = { type: "update", content: clipped.content, truncated: clipped.truncated };
+  if (update.progress !== undefined) message.progress = count(update.progress);
+  if (update.total !== undefined) message.total = count(update.total);
+  send(message);
 }
 
 const controller = new AbortController();

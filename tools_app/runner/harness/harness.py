@@ -5,9 +5,10 @@ or as `harness.py --standby` in a sandbox started before its run (standby.py), w
 {"type": "ready"} and then reads {"entry", "config", "env", "params"} as one JSON object on
 stdin.
 Protocol messages are JSON lines on fd 3, so nothing the tool prints can forge them:
-{"type": "update", "content": [...], "truncated": bool}, {"type": "update_limit"} once the
-update limit is passed, and one {"type": "result", "content": [...], "isError": bool,
-"truncated": bool, "size": int} before the harness exits. stdlib only; no console code.
+{"type": "update", "content": [...], "truncated": bool, "progress"?, "total"?},
+{"type": "update_limit"} once the update limit is passed, and one {"type": "result",
+"content": [...], "isError": bool, "truncated": bool, "size": int} before the harness exits.
+stdlib only; no console code.
 """
 
 from __future__ import annotations
@@ -82,6 +83,31 @@ def _problem(value: object, what: str) -> str | None:
     return None
 
 
+def _count(value: object) -> object:
+    """A progress or total as it goes on the pipe: a finite number as it is, anything else
+    as the name of its kind, which the console names in a notice (tools_app/progress.py).
+    Never an error: a bad count must not fail the run."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:
+            return "Infinity" if value > 0 else "-Infinity"
+        if number != number:
+            return "NaN"
+        if number in (float("inf"), float("-inf")):
+            return "Infinity" if number > 0 else "-Infinity"
+        return value if isinstance(value, int) else number
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return "object"
+
+
 def _clip(content: list[dict[str, str]], max_bytes: int) -> tuple[list[dict[str, str]], bool, int]:
     """Texts cut to `max_bytes` of UTF-8 in all; returns (content, truncated, full size)."""
     clipped, used, size = [], 0, 0
@@ -105,6 +131,10 @@ class _Runner:
         self.finished = False
 
     def on_update(self, update: object) -> None:
+        # Progress alone ({"progress", "total"}, like MCP's notifications/progress) needs
+        # no content.
+        if isinstance(update, dict) and "content" not in update and "progress" in update:
+            update = {**update, "content": []}
         problem = _problem(update, "on_update() argument")
         if problem:
             raise TypeError(problem)
@@ -115,7 +145,11 @@ class _Runner:
                 _send({"type": "update_limit"})
             return
         content, truncated, _ = _clip(update["content"], self.config["maxUpdateBytes"])
-        _send({"type": "update", "content": content, "truncated": truncated})
+        message: dict[str, Any] = {"type": "update", "content": content, "truncated": truncated}
+        for key in ("progress", "total"):
+            if key in update:
+                message[key] = _count(update[key])
+        _send(message)
 
     def finish(self, content: list[dict[str, str]], is_error: bool) -> None:
         for stream in (sys.stdout, sys.stderr):
