@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from tools_app import bundle, strictyaml
+from tools_app import bundle, jssyntax, strictyaml
 from tools_app.strictyaml import ERROR, WARNING, Problem
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
@@ -1157,6 +1157,8 @@ def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
         problems += _samples_in_code_tool(files, toolmd_path)
         if result.manifest.language == "python":
             problems += python_syntax_problems(files, toolmd_path)
+        elif result.manifest.language in ("typescript", "javascript"):
+            problems += jssyntax.problems(files, toolmd_path)
     if any(p.severity == ERROR for p in problems):
         return ParseResult(None, problems, result.lines)
     return ParseResult(result.manifest, problems, result.lines)
