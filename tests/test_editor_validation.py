@@ -216,3 +216,22 @@ def test_a_code_syntax_error_is_shown_at_its_line_as_validate_tools_says(
         tmp_path, monkeypatch, {"TOOL.md": data["toolmd"], entry: source}
     )
     assert printed == [problem["message"]]
+
+
+def test_an_empty_input_description_is_a_warning_that_does_not_block_saving(
+    developer_client, make_tool
+):
+    make_tool("alpha", publish=False)
+    data = editor_data(developer_client, "alpha")
+    data["toolmd"] = data["toolmd"].replace(
+        "language: typescript",
+        "language: typescript\r\ninputs:\r\n  city:\r\n    type: string\r\n    description: ''",
+    )
+
+    html, problems = _validate(developer_client, data)
+
+    [empty] = [p for p in problems if p["key"] == "inputs.city.description"]
+    assert empty["severity"] == "warning" and empty["line"] == 9
+    assert "is empty: say what the input is for" in empty["message"]
+    assert {p["severity"] for p in problems} == {"warning"}
+    assert "No errors." in html
