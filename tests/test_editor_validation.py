@@ -179,3 +179,59 @@ def test_a_tool_with_errors_cannot_be_saved(developer_client, make_tool):
     assert response.status_code == 422
     assert "alpha/TOOL.md:2: name: " in response.content.decode()
     assert ToolVersion.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "source", "line", "expected"),
+    [
+        (
+            "index.ts",
+            "export async function execute(id: string) {\r\n  const x: = 1;\r\n}\r\n",
+            2,
+            "alpha/index.ts:2: typescript: Syntax error: Unexpected token `=`.",
+        ),
+        (
+            "index.js",
+            "export async function execute(id) {\r\n  return 1;\r\n}\r\nconst y = (;\r\n",
+            4,
+            "alpha/index.js:4: javascript: Syntax error: Unexpected token ';' (column 12)",
+        ),
+    ],
+)
+def test_a_code_syntax_error_is_shown_at_its_line_as_validate_tools_says(
+    developer_client, make_tool, tmp_path, monkeypatch, entry, source, line, expected
+):
+    language = "typescript" if entry == "index.ts" else "javascript"
+    make_tool("alpha", publish=False, language=language)
+    data = editor_data(developer_client, "alpha")
+    data[f"files-{file_index(data, entry)}-content"] = source
+
+    html, problems = _validate(developer_client, data)
+
+    [problem] = [p for p in problems if p["severity"] == "error"]
+    assert problem["file"] == entry and problem["line"] == line
+    assert problem["message"].startswith(expected), problem
+    assert "No problems found" not in html and "1 error" in html
+    printed = _validate_tools_output(
+        tmp_path, monkeypatch, {"TOOL.md": data["toolmd"], entry: source}
+    )
+    assert printed == [problem["message"]]
+
+
+def test_an_empty_input_description_is_a_warning_that_does_not_block_saving(
+    developer_client, make_tool
+):
+    make_tool("alpha", publish=False)
+    data = editor_data(developer_client, "alpha")
+    data["toolmd"] = data["toolmd"].replace(
+        "language: typescript",
+        "language: typescript\r\ninputs:\r\n  city:\r\n    type: string\r\n    description: ''",
+    )
+
+    html, problems = _validate(developer_client, data)
+
+    [empty] = [p for p in problems if p["key"] == "inputs.city.description"]
+    assert empty["severity"] == "warning" and empty["line"] == 9
+    assert "is empty: say what the input is for" in empty["message"]
+    assert {p["severity"] for p in problems} == {"warning"}
+    assert "No errors." in html

@@ -849,3 +849,47 @@ def test_the_page_reads_a_document_from_a_url_through_the_egress_policy(develope
     done = _choose(developer_client, read)
     assert done.status_code == 200
     assert Tool.objects.filter(name="ping").exists()
+
+
+UNDOCUMENTED = {
+    "get": {
+        "operationId": "listThings",
+        "parameters": [
+            {"name": "q", "in": "query", "schema": {"type": "string"}},
+            {"name": "page", "in": "query", "description": "Which page.", "schema": {}},
+        ],
+        "responses": {"204": {"description": "ok"}},
+    }
+}
+
+
+def test_undocumented_parameters_are_left_empty_with_a_warning(db, tmp_path):
+    out, code = _run(_write(tmp_path, _spec({"/things": UNDOCUMENTED})))
+
+    assert code == 0, out
+    assert out.splitlines() == [
+        "listThings: created list_things (no outputs: the response is undocumented)",
+        "  warning: description: the operation has neither summary nor description, so the "
+        "tool's is only 'GET /things of Test API'",
+        "  warning: inputs.q.description: is empty: say what the input is for (models read it "
+        "to fill the input in)",
+    ]
+    toolmd_text = _files("list_things")["TOOL.md"].decode()
+    assert "No description" not in toolmd_text
+    assert "description: ''" in toolmd_text  # a slot to fill in, where it belongs
+    inputs = _manifest("list_things").inputs
+    assert inputs["q"].description == "" and inputs["page"].description == "Which page."
+
+
+def test_the_page_previews_the_warnings_and_lists_them_after_importing(developer_client):
+    response = _read(developer_client, {"text": json.dumps(_spec({"/things": UNDOCUMENTED}))})
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "warning: inputs.q.description: is empty" in page
+    assert "warning: description: the operation has neither summary nor description" in page
+    assert "No description" not in page
+    response = _choose(developer_client, response)
+    assert response.status_code == 200
+    assert "warning: inputs.q.description: is empty" in response.content.decode()
+    assert Tool.objects.filter(name="list_things").exists()

@@ -48,6 +48,7 @@ def test_it_packages_the_console_and_its_runtime_files(wheel: zipfile.ZipFile) -
         "tools_app/runner/harness/harness.py",
         "tools_app/runner/harness/harness.mjs",
         "tools_app/runner/strip.mjs",
+        "tools_app/jssyntax.mjs",
         "tools_app/runner/launch.py",
         "tools_app/shim/index.template.js",
         "tools_app/shim/index.http.template.js",

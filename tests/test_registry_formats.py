@@ -242,3 +242,33 @@ def test_every_seed_tool_is_served_in_every_format_and_flag():
             if fmt in SDK_TYPES:
                 check_typed(entry, SDK_TYPES[fmt])
     assert served >= len(combinations) * 6
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_input_with_an_empty_description_is_served_in_every_format(strict):
+    """TOOL.md takes `description: ''` with a warning (an OpenAPI import leaves an
+    undocumented parameter so): the schemas leave the keyword out, which every SDK takes."""
+    empty = TOOLMD.replace("description: What to look for.", "description: ''")
+    empty = empty.replace("description: How many rows.", "description:")
+    result = parse_toolmd(empty, "lookup/TOOL.md", "lookup")
+    assert result.manifest is not None, result.problems
+    assert [(p.key, p.severity) for p in result.problems] == [
+        ("inputs.query.description", "warning"),
+        ("inputs.limit.description", "warning"),
+    ]
+
+    for fmt in ("openai", "openai-responses"):
+        entry = tool_entry(result.manifest, fmt=fmt, strict=strict)
+        check_typed(entry, SDK_TYPES[fmt])
+        properties = entry.get("function", entry)["parameters"]["properties"]
+        assert "description" not in properties["query"]
+        if strict:  # the default moves into the description, with nothing before it
+            assert properties["limit"]["description"] == "Default: 10."
+            assert strict_problems(entry.get("function", entry)["parameters"]) == []
+    if strict:
+        return
+    check_typed(tool_entry(result.manifest, fmt="anthropic"), ToolParam)
+    mcp_types.Tool.model_validate(tool_entry(result.manifest, fmt="mcp"))
+    native = tool_entry(result.manifest, fmt="native")
+    Draft202012Validator.check_schema(native["input_schema"])
+    assert "description" not in native["input_schema"]["properties"]["query"]

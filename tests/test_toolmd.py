@@ -321,6 +321,22 @@ def test_it_requires_an_input_type() -> None:
 def test_it_requires_an_input_description() -> None:
     problem = only_error(inputs("type: string"))
     assert (problem.key, problem.line) == ("inputs.q.description", 5)
+    assert "description: '' leaves it empty" in problem.message
+
+
+@pytest.mark.parametrize("line", ["description: ''", "description: '   '", "description:"])
+def test_an_empty_input_description_is_a_warning_not_an_error(line: str) -> None:
+    result = inputs("type: string", line)
+
+    assert result.manifest is not None and result.manifest.inputs["q"].description == ""
+    [problem] = result.problems
+    assert (problem.key, problem.line, problem.severity) == ("inputs.q.description", 7, "warning")
+    assert str(problem).startswith("t/TOOL.md:7: inputs.q.description: warning: is empty")
+
+
+def test_an_input_description_must_still_be_text() -> None:
+    problem = only_error(inputs("type: string", "description: [a, b]"))
+    assert problem.key == "inputs.q.description" and "must be a string" in problem.message
 
 
 def test_it_names_file_line_and_key_like_the_design_example() -> None:

@@ -310,6 +310,9 @@ class Draft:
     files: dict[str, bytes] = field(default_factory=dict)
     skipped: str = ""
     notes: list[str] = field(default_factory=list)
+    # What validation warns about (an input left without a description, say): shown before
+    # and after importing, never a reason to refuse.
+    warnings: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     undocumented: bool = False  # no documented 2xx response body: no outputs
 
@@ -320,6 +323,7 @@ class Line:
     status: str  # created | skipped | invalid
     name: str = ""
     detail: str = ""
+    warnings: tuple[str, ...] = ()  # of a created tool (Draft.warnings)
 
     def __str__(self) -> str:
         text = f"{self.operation}: {self.status}"
@@ -403,8 +407,9 @@ def _input_spec(schema: Any, description: str, required: bool) -> dict[str, Any]
         spec["type"] = "string"
     if isinstance(schema, dict) and schema.get("default") is not None:
         extra.append(f"Default: {_text(json.dumps(schema['default']), 80)}.")
-    text = " ".join([description or "", *extra]).strip()
-    spec["description"] = _text(text or "No description in the document.")
+    # Nothing said is left empty, not filled with words that say nothing: TOOL.md warns
+    # about it, and so does the import preview (Draft.warnings).
+    spec["description"] = _text(" ".join([description or "", *extra]).strip())
     if not required:
         spec["optional"] = True
     return spec
@@ -615,6 +620,11 @@ class _Builder:
         # The summary and the operation's own description: agents read only this field.
         said = [str(raw.get(key) or "").strip() for key in ("summary", "description")]
         said = [text for text in dict.fromkeys(said) if text]
+        if not said:  # a tool needs a description: its method and path are one
+            draft.warnings.append(
+                "description: the operation has neither summary nor description, so the "
+                f"tool's is only '{where} of {self.title}'"
+            )
         description = _text(
             " ".join(t if t.endswith((".", "!", "?")) else f"{t}." for t in said)
             or f"{where} of {self.title}",
@@ -1112,11 +1122,12 @@ def plan(
             lines.append(Line(op.key, "invalid", name, detail))
             continue
         if not draft.skipped:
-            problems = validate(name, draft.files).errors
-            if problems:
-                detail = "; ".join(f"{p.key}: {p.message}" for p in problems[:5])
+            result = validate(name, draft.files)
+            if result.errors:
+                detail = "; ".join(f"{p.key}: {p.message}" for p in result.errors[:5])
                 lines.append(Line(op.key, "invalid", name, detail))
                 continue
+            draft.warnings += [f"{p.key}: {p.message}" for p in result.warnings]
         drafts.append(draft)
         lines.append(Line(op.key, "skipped" if draft.skipped else "created", name, draft.skipped))
     if any(line.status == "invalid" for line in lines):
@@ -1169,7 +1180,15 @@ def import_drafts(drafts: list[Draft], *, actor: Actor, origin: str) -> list[Lin
             except InvalidTool as exc:  # plan() validated it; settings may have changed since
                 line = Line(draft.operation.key, "invalid", draft.name, str(exc))
                 raise ImportRefused([line]) from None
-            lines.append(Line(draft.operation.key, "created", draft.name, describe(draft)))
+            lines.append(
+                Line(
+                    draft.operation.key,
+                    "created",
+                    draft.name,
+                    describe(draft),
+                    tuple(draft.warnings),
+                )
+            )
         record(
             actor,
             "tools.import_openapi",

@@ -56,7 +56,8 @@ _FILE = {
 
 
 def _property(spec: InputSpec) -> dict[str, Any]:
-    prop: dict[str, Any] = {"description": spec.description}
+    # An empty description (a warning in TOOL.md) is left out: every format allows that.
+    prop: dict[str, Any] = {"description": spec.description} if spec.description else {}
     if spec.type == "file":
         prop |= copy.deepcopy(_FILE)
     elif spec.type == "file[]":
@@ -162,7 +163,7 @@ def strict_schema(manifest: Manifest) -> dict[str, Any] | None:
         if "default" in prop:
             # JSON's spelling (false, null, ["a"]), the one a model reads in the schema.
             default = json.dumps(prop["default"], ensure_ascii=False)
-            prop["description"] = f"{prop['description']} Default: {default}.".strip()
+            prop["description"] = f"{prop.get('description', '')} Default: {default}.".strip()
         properties[name] = _strict_property(prop, nullable=spec.optional)
     return {
         "type": "object",

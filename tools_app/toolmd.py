@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from tools_app import bundle, strictyaml
+from tools_app import bundle, jssyntax, strictyaml
 from tools_app.strictyaml import ERROR, WARNING, Problem
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
@@ -552,6 +552,31 @@ def _default_matches(type_: str, value: Any, values: tuple[str, ...]) -> str | N
     return None
 
 
+def _input_description(c: _Checker, spec: _Map, path: str, line: int) -> str | None:
+    """The input's description; an empty one (`description: ''`, as an OpenAPI import
+    writes for an undocumented parameter) is a warning, not an error: the tool works, but
+    a model has only the name to go by. The key itself is required (DESIGN.md), so that
+    an empty one is a choice someone can see and fill in."""
+    key = f"{path}.description"
+    if "description" not in spec:
+        c.error(line, key, "is required (description: '' leaves it empty, with a warning)")
+        return None
+    value = spec["description"]
+    if value is _INVALID:
+        return None
+    if value is not None and not isinstance(value, str):
+        c.error(spec.value_lines["description"], key, f"must be a string, got {_kind(value)}")
+        return None
+    if value is None or not value.strip():
+        c.warning(
+            spec.value_lines.get("description", line),
+            key,
+            "is empty: say what the input is for (models read it to fill the input in)",
+        )
+        return ""
+    return value.strip()
+
+
 def _check_input(c: _Checker, name: str, spec: Any, line: int) -> InputSpec | None:
     path = f"inputs.{name}"
     if not isinstance(spec, _Map):
@@ -572,11 +597,7 @@ def _check_input(c: _Checker, name: str, spec: Any, line: int) -> InputSpec | No
             f"{_show(type_)} is not one of {', '.join(INPUT_TYPES)}",
         )
         type_ = None
-    if "description" not in spec:
-        c.error(line, f"{path}.description", "is required")
-        description = None
-    else:
-        description = _string(c, spec, "description", path=f"{path}.description", required=True)
+    description = _input_description(c, spec, path, line)
     optional = _boolean(c, spec, "optional", path=f"{path}.optional", default=False)
     sensitive = _boolean(c, spec, "sensitive", path=f"{path}.sensitive", default=False)
     visibility = spec.get("visibility")
@@ -1157,6 +1178,8 @@ def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
         problems += _samples_in_code_tool(files, toolmd_path)
         if result.manifest.language == "python":
             problems += python_syntax_problems(files, toolmd_path)
+        elif result.manifest.language in ("typescript", "javascript"):
+            problems += jssyntax.problems(files, toolmd_path)
     if any(p.severity == ERROR for p in problems):
         return ParseResult(None, problems, result.lines)
     return ParseResult(result.manifest, problems, result.lines)

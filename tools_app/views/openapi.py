@@ -37,6 +37,7 @@ class Preview:
     status: str  # created | skipped | invalid
     name: str
     detail: str
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -53,18 +54,20 @@ class Preview:
 def _preview(document: dict[str, Any], prefix: str, server: str, origin: str) -> list[Preview]:
     rows = []
     for op in openapi_import.operations(document):
+        warnings: tuple[str, ...] = ()
         try:
             draft = openapi_import.plan(
                 document, [op.key], prefix=prefix, server=server, origin=origin
             )[0]
             status = "skipped" if draft.skipped else "created"
             name, detail = draft.name, openapi_import.describe(draft)
+            warnings = tuple(draft.warnings)
         except ImportRefused as exc:
             line = exc.lines[0]
             status, name, detail = "invalid", line.name, line.detail
         except OpenApiError as exc:
             status, name, detail = "invalid", "", str(exc)
-        rows.append(Preview(op.key, op.method, op.path, op.summary, status, name, detail))
+        rows.append(Preview(op.key, op.method, op.path, op.summary, status, name, detail, warnings))
     return rows
 
 

@@ -61,6 +61,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=1) from None
         for line in lines:
             self.stdout.write(str(line))
+            for warning in line.warnings:
+                self.stdout.write(f"  warning: {warning}")
 
     def _read(self, source: str) -> tuple[bytes, str]:
         if source.startswith(("https://", "http://")):
