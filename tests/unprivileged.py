@@ -101,7 +101,8 @@ def when_root(test: Callable[..., Any]) -> Callable[..., Any]:
             require(
                 not tun_open_to_all(),
                 "/dev/net/tun is not open to unprivileged users (chmod 0666 /dev/net/tun, "
-                "as udev makes it; `dev.py test` does as root): a non-root worker's sandboxes need it",
+                "as udev makes it; `dev.py test` does as root): a non-root worker's "
+                "sandboxes need it",
             )
             _run_as_nobody(_current_node_id())
             return None
