@@ -33,7 +33,7 @@ import os
 import time
 from pathlib import Path
 
-from . import privilege
+from . import privilege, procs
 
 WRITABLE = "disk"
 SOURCE = "tool-console-quota"
@@ -254,9 +254,13 @@ def _unescape(field: str) -> str:
 
 
 def _alive(owner: str) -> bool:
+    """Whether the quota's worker process still runs. A zombie (exited, not reaped: a killed
+    worker's pool process under an init that never reaps) is dead, though /proc still
+    shows it: its mount must go, or the spare folder under it can never be removed."""
     pid, _, started = owner.partition("-")
     try:
-        return _start_time(int(pid)) == started
+        proc = procs.read_proc(int(pid))
+        return proc is not None and proc.state != "Z" and _start_time(int(pid)) == started
     except (OSError, ValueError, IndexError):
         return False
 

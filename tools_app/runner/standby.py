@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 
 from tools_app import egress
 
-from . import cgroups, quota, sandbox, seccomp, tsstrip
+from . import cgroups, procs, quota, sandbox, seccomp, tsstrip
 from . import network as tool_network
 from .gate import Gate
 from .limits import Limits
@@ -508,12 +508,8 @@ def _is_zombie(pid: int) -> bool:
     """An exited process its parent has not reaped yet: dead, holding nothing. A killed
     worker's pool processes stay so under an init that reaps slowly or not at all (a
     container's or a PID namespace's first process), and signal 0 still reaches them."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # "pid (comm) state ...": comm may hold spaces and parentheses, so split at the last ")".
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+    proc = procs.read_proc(pid)
+    return proc is not None and proc.state == "Z"
 
 
 def _sweep(folder: Path, *, quotas: bool = True) -> None:
