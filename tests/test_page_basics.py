@@ -49,7 +49,7 @@ def test_the_configuration_banner_can_be_hidden_for_the_session(console_admin_cl
     from tests.forms_support import submit
 
     page = console_admin_client.get("/tools/").content.decode()
-    assert BANNER in page and "Development encryption key in use" in page  # the test key
+    assert BANNER in page and "Development key in use" in page  # the test key
 
     response = submit(console_admin_client, "/tools/", action="/warnings/dismiss/", follow=True)
     assert response.redirect_chain[-1][0] == "/tools/"

@@ -164,7 +164,7 @@ def keyring() -> Keyring:
 
 
 # The development key's one-line banner text.
-DEVELOPMENT_KEY_SHORT = "Development encryption key in use"
+DEVELOPMENT_KEY_SHORT = "Development key in use"
 
 
 def is_development_key() -> bool:
