@@ -26,42 +26,45 @@ def errors() -> list[str]:
 
 
 def banner(client) -> str:
-    return client.get("/integrations/").content.decode()
+    """The configuration warnings in full: the System page the one-line banner links to."""
+    return client.get("/system/").content.decode()
 
 
-def test_it_warns_while_the_development_key_is_in_use(settings, viewer_client):
+def test_it_warns_while_the_development_key_is_in_use(settings, console_admin_client):
     settings.CONSOLE_ENCRYPTION_KEYS = []
     assert errors() == []
-    page = banner(viewer_client)
+    page = banner(console_admin_client)
     assert "Secrets are encrypted with a generated development key" in page
     assert "Set CONSOLE_ENCRYPTION_KEYS" in page
 
 
-def test_it_warns_about_a_development_key_readable_by_others(settings, viewer_client):
+def test_it_warns_about_a_development_key_readable_by_others(settings, console_admin_client):
     settings.CONSOLE_ENCRYPTION_KEYS = []
     vault.encrypt("x")
     os.chmod(settings.ENCRYPTION_KEY_FILE, 0o644)
-    assert "is readable by other users: chmod 600 it" in banner(viewer_client)
+    assert "is readable by other users: chmod 600 it" in banner(console_admin_client)
 
 
-def test_it_is_quiet_with_configured_keys(db, fernet_keys, viewer_client):
+def test_it_is_quiet_with_configured_keys(db, fernet_keys, console_admin_client):
     fernet_keys("A")
     support.create("apify", secrets={"token": SECRET})
     assert errors() == []
-    banners = banner(viewer_client).split("<main>")[0]
-    assert "Encryption keys" not in banners and "development key" not in banners
+    assert '<aside id="config-banner"' not in console_admin_client.get("/tools/").content.decode()
+    page = banner(console_admin_client)
+    assert "Encryption keys:" not in page and "development key" not in page
 
 
-def test_it_is_a_check_error_and_a_banner_when_a_key_is_invalid(db, settings, viewer_client):
+def test_it_is_a_check_error_and_a_banner_when_a_key_is_invalid(db, settings, console_admin_client):
     settings.CONSOLE_ENCRYPTION_KEYS = [support.new_key(), "short-secret-looking-thing"]
     assert errors() == [
         "tools_app.E101: CONSOLE_ENCRYPTION_KEYS: key #2 is not a valid Fernet key (expected "
         "32 url-safe base64-encoded bytes, as made by `python -c 'from cryptography.fernet "
         "import Fernet; print(Fernet.generate_key().decode())'`)"
     ]
-    response = viewer_client.get("/integrations/")
+    response = console_admin_client.get("/integrations/")
     assert response.status_code == 200  # pages still work
-    page = response.content.decode()
+    assert "Encryption keys do not load" in response.content.decode()  # the banner
+    page = banner(console_admin_client)
     assert "Encryption keys: CONSOLE_ENCRYPTION_KEYS: key #2 is not a valid Fernet key" in page
     assert "short-secret-looking-thing" not in page
     with pytest.raises(SystemCheckError, match="tools_app.E101"):
@@ -69,15 +72,17 @@ def test_it_is_a_check_error_and_a_banner_when_a_key_is_invalid(db, settings, vi
 
 
 def test_it_is_a_check_error_and_a_banner_when_the_key_file_is_unreadable(
-    db, settings, viewer_client
+    db, settings, console_admin_client
 ):
     settings.CONSOLE_ENCRYPTION_KEYS = []
     settings.ENCRYPTION_KEY_FILE.mkdir()
     assert len(errors()) == 1 and "development key file" in errors()[0]
-    assert "Encryption keys: development key file" in banner(viewer_client)
+    assert "Encryption keys: development key file" in banner(console_admin_client)
 
 
-def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(db, fernet_keys, viewer_client):
+def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(
+    db, fernet_keys, console_admin_client
+):
     fernet_keys("old")
     support.create("searxng", values={"url": "https://s.example.org"}, secrets={"token": SECRET})
     before = IntegrationSecret.objects.get().ciphertext
@@ -87,7 +92,7 @@ def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(db, fernet_keys
         "not in CONSOLE_ENCRYPTION_KEYS (add the old key back, after the new one, then run "
         "`manage.py rotate_encryption_keys`)"
     ]
-    assert "Encryption keys: 1 stored secret cannot be decrypted" in banner(viewer_client)
+    assert "Encryption keys: 1 stored secret cannot be decrypted" in banner(console_admin_client)
     with pytest.raises(SystemCheckError, match="tools_app.E102"):
         call_command("check", stdout=io.StringIO(), stderr=io.StringIO())
     # A run that needs it gets a clear error, never an empty string or the ciphertext.
@@ -103,7 +108,7 @@ def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(db, fernet_keys
     assert errors() == []
     assert domain.environment_for(["searxng"])[0]["SEARXNG_TOKEN"] == SECRET
     assert "still encrypted with an older key: run `manage.py rotate_encryption_keys`" in (
-        banner(viewer_client)
+        banner(console_admin_client)
     )
 
 

@@ -292,8 +292,9 @@ def test_it_warns_when_tools_egress_is_unfiltered_here(monkeypatch, settings):
     monkeypatch.setattr(egress_config.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(sandbox, "unshare_executable", lambda: None)
     warnings = egress_config.egress_warnings()
-    assert any("share this host's network unfiltered" in w for w in warnings), warnings
-    assert any("(bubblewrap or unshare (util-linux) is not installed)" in w for w in warnings)
+    texts = [w.text for w in warnings]
+    assert any("share this host's network unfiltered" in t for t in texts), texts
+    assert any("(bubblewrap or unshare (util-linux) is not installed)" in t for t in texts)
 
 
 @unprivileged.when_root
@@ -312,8 +313,9 @@ def test_it_warns_when_the_allow_list_is_invalid(settings):
 
     settings.TOOL_NETWORK_ALLOW = "10.0.0.0/8,example.org"
     (warning,) = egress_config.egress_warnings()
-    assert "The egress policy is invalid, so tools with network: true fail" in warning
-    assert "'example.org': a host name needs a port" in warning
+    assert "The egress policy is invalid, so tools with network: true fail" in warning.text
+    assert "'example.org': a host name needs a port" in warning.text
+    assert warning.level == "error"
 
 
 def test_it_lets_a_saved_integration_test_reach_its_saved_url_only(console_admin_client, servers):

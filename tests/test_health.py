@@ -288,9 +288,29 @@ def test_it_shows_a_status_page_not_a_500_when_the_database_does_not_answer(tmp_
 
 
 def test_the_system_page_marks_a_development_key_as_the_home_page_does(console_admin_client):
-    """Not "ok": the same amber "development key" the home page shows."""
+    """Not "ok": the same amber "development key" the home page shows, from one partial."""
     page = console_admin_client.get("/system/").content.decode()
     row = page[page.index('id="check-encryption"') :]
     row = row[: row.index("</tr>")]
-    assert '<span class="badge draft">development key</span>' in row
+    assert '<span class="badge warning">development key</span>' in row
     assert ">ok<" not in row
+    home = console_admin_client.get("/").content.decode()
+    status = home[home.index('id="system-status"') :]
+    status = status[: status.index("</section>")]
+    assert '<span class="badge warning">development key</span>' in status
+
+
+def test_the_system_and_home_pages_agree_about_a_fallback_sandbox(
+    console_admin_client, monkeypatch
+):
+    """The System page called a fallback sandbox "ok" while the home page marked it amber."""
+    from tools_app import runner
+
+    monkeypatch.setattr(runner, "isolation_level", lambda: ("process", "no bubblewrap here"))
+    page = console_admin_client.get("/system/").content.decode()
+    row = page[page.index('id="check-isolation"') :]
+    assert '<span class="badge warning">fallback sandbox</span>' in row[: row.index("</tr>")]
+    home = console_admin_client.get("/").content.decode()
+    status = home[home.index('id="system-status"') :]
+    status = status[: status.index("</section>")]
+    assert '<span class="badge warning">fallback sandbox</span>' in status

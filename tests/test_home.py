@@ -115,14 +115,15 @@ def test_the_system_status_comes_from_the_health_checks(viewer_client, db):
     page = viewer_client.get("/").content.decode()
     status = re.search(r'<section id="system-status".*?</section>', page, re.S).group(0)
 
-    assert "none alive" in status and health.no_worker_text(None) in status
+    assert '<span class="badge danger">problem</span>' in status
+    assert health.no_worker_text(None) in status
     assert health.isolation().detail in status
     assert "development key" in status  # the test settings use the generated key
 
     now = timezone.now()
     WorkerHeartbeat.objects.create(name="w1", pid=1, started_at=now, seen_at=now)
     page = viewer_client.get("/").content.decode()
-    assert '<span class="badge succeeded">alive</span> 1 worker alive.' in page
+    assert '<span class="badge ok">ok</span> 1 worker alive.' in page
 
 
 def test_it_shows_the_five_latest_runs_and_changes(viewer_client, developer, make_tool):

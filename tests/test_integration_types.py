@@ -209,7 +209,7 @@ def test_it_loads_a_folder_and_reports_invalid_files(tmp_path, settings):
         registry.problems[0]
     )
     warnings = domain.integration_type_warnings()
-    assert len(warnings) == 1 and "broken.yaml:5" in warnings[0]
+    assert len(warnings) == 1 and "broken.yaml:5" in warnings[0].text
     with pytest.raises(domain.UnknownType, match="unknown integration type 'broken'"):
         domain.get_type("broken")
     # Edits are picked up without a restart.
@@ -217,10 +217,12 @@ def test_it_loads_a_folder_and_reports_invalid_files(tmp_path, settings):
     assert set(domain.load_types().types) == {"good", "broken"}
 
 
-def test_it_shows_invalid_type_files_in_the_banner(tmp_path, settings, viewer_client):
+def test_it_shows_invalid_type_files_in_the_banner(tmp_path, settings, console_admin_client):
     (tmp_path / "broken.yaml").write_text("label: [unclosed\n")
     settings.INTEGRATION_TYPES_PATH = tmp_path
-    page = viewer_client.get("/integrations/").content.decode()
+    page = console_admin_client.get("/integrations/").content.decode()
+    assert "An integration type file is invalid" in page.split("<main")[0]
+    page = console_admin_client.get("/system/").content.decode()  # the banner's details
     assert "Integration type file: " in page and "broken.yaml:2: yaml:" in page
 
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tools_app.roles import AUDITOR, ensure_groups, set_role
 
 pytestmark = pytest.mark.django_db
 
@@ -28,16 +32,57 @@ def test_the_login_page_says_what_the_product_is(client):
     assert "publish the tools that AI agents run" in page
 
 
-def test_the_configuration_banner_can_be_hidden_for_the_session(viewer_client, settings):
+BANNER = '<aside id="config-banner"'
+
+
+@pytest.fixture
+def auditor_client(db) -> Client:
+    ensure_groups()
+    user = User.objects.create_user("audrey")
+    set_role(user, AUDITOR)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_configuration_banner_can_be_hidden_for_the_session(console_admin_client):
     from tests.forms_support import submit
 
-    page = viewer_client.get("/tools/").content.decode()
-    assert "generated development key" in page  # the test settings use one
+    page = console_admin_client.get("/tools/").content.decode()
+    assert BANNER in page and "Development key in use" in page  # the test key
 
-    response = submit(viewer_client, "/tools/", action="/warnings/dismiss/", follow=True)
+    response = submit(console_admin_client, "/tools/", action="/warnings/dismiss/", follow=True)
     assert response.redirect_chain[-1][0] == "/tools/"
-    assert "generated development key" not in response.content.decode()
-    assert "generated development key" not in viewer_client.get("/runs/").content.decode()
+    assert BANNER not in response.content.decode()
+    assert BANNER not in console_admin_client.get("/runs/").content.decode()
+    # The System page still lists it in full.
+    assert "generated development key" in console_admin_client.get("/system/").content.decode()
+
+
+def test_the_configuration_banner_is_one_line_for_admins_only(
+    console_admin_client, developer_client, viewer_client, auditor_client
+):
+    """Only admins can change the key; the banner names the worst warning and links to the
+    System page for the whole text of every one."""
+    page = console_admin_client.get("/tools/").content.decode()
+    banner = page[page.index(BANNER) : page.index("</aside>")]
+    assert 'class="banner config warning"' in banner
+    assert 'href="/system/#warnings"' in banner
+    assert "generated development key" not in banner  # the whole sentence is on /system/
+    for client in (developer_client, viewer_client, auditor_client):
+        page = client.get("/tools/").content.decode()
+        assert BANNER not in page and "development key" not in page
+
+
+def test_the_banner_shows_errors_first_in_their_own_colour(console_admin_client, monkeypatch):
+    from tools_app import checks
+
+    broken = checks.ConsoleWarning("The thing is broken.", "Thing broken", checks.Level.ERROR)
+    monkeypatch.setattr(checks, "_WARNING_SOURCES", [*checks._WARNING_SOURCES, lambda: [broken]])
+    page = console_admin_client.get("/tools/").content.decode()
+    banner = page[page.index(BANNER) : page.index("</aside>")]
+    assert 'class="banner config error"' in banner
+    assert "Thing broken and 1 more" in banner
 
 
 def test_dismissing_never_redirects_elsewhere(viewer_client):

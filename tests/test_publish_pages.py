@@ -139,7 +139,7 @@ def test_enabling_asks_first(console_admin_client, alpha):
     assert page.status_code == 200
     text = page.content.decode()
     assert "Enable alpha?" in text and "Agents get version 1 again" in text
-    assert 'class="primary">Enable</button>' in text
+    assert 'class="button">Enable</button>' in text
     assert not Tool.objects.get(name="alpha").enabled  # the GET changed nothing
 
 
@@ -159,7 +159,7 @@ def test_it_asks_before_publishing_or_destroying(
 
     assert page.status_code == 200
     assert question in text and 'href="/tools/alpha/">Cancel</a>' in text
-    assert (f'class="danger">{button}</button>' in text) is danger
+    assert (f'class="button danger">{button}</button>' in text) is danger
     tool = Tool.objects.get(name="alpha")  # the GET changed nothing
     assert tool.published_version.number == 1 and tool.enabled
 

@@ -313,7 +313,7 @@ def test_it_records_why_a_run_had_the_process_fallback(echo, monkeypatch):
     assert run.status == RunStatus.SUCCEEDED
     assert run.isolation == "process"
     assert "TOOL_CONSOLE_SANDBOX" in run.isolation_reason
-    assert any("fallback sandbox" in w for w in runs.isolation_warnings())
+    assert any("fallback sandbox" in w.text for w in runs.isolation_warnings())
 
 
 def test_it_records_no_reason_under_bwrap(echo, monkeypatch):

@@ -262,7 +262,7 @@ def test_it_shows_the_registry_entry_with_a_copy_button(viewer_client, fetch_too
     entry = registry_json(page)
     assert entry == schema.tool_entry(manifest, fmt="native", extra={"sha256": version.sha256})
     assert entry["input_schema"]["required"] == ["url", "api_key"]
-    assert '<button type="button" class="copy" data-copy="#registry-json">' in page
+    assert '<button type="button" class="button secondary copy" data-copy="#registry-json">' in page
     assert '<script src="/static/js/copy.js" defer></script>' in page
 
 

@@ -6,33 +6,61 @@ Each area (vault, runner) adds its warnings to `console_warnings()` so pages and
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.core import checks
 
-# Functions returning a list of human-readable warning strings for the banner.
-_WARNING_SOURCES: list[Callable[[], list[str]]] = []
+
+class Level:
+    """How bad a console warning is: an error means something does not work now (tools
+    cannot run, secrets cannot be read); a warning means it works but needs an admin."""
+
+    WARNING = "warning"
+    ERROR = "error"
 
 
-def warning_source(fn: Callable[[], list[str]]) -> Callable[[], list[str]]:
+@dataclass(frozen=True)
+class ConsoleWarning:
+    """One configuration problem. `text` is the whole sentence (System page, `manage.py
+    check`); `short` is a few words for the one-line banner, which links to the System
+    page's list of warnings for the rest."""
+
+    text: str
+    short: str
+    level: str = Level.WARNING
+
+    def __str__(self) -> str:
+        return self.text
+
+
+# Functions returning the warnings of one area (vault, runner, egress, ...).
+_WARNING_SOURCES: list[Callable[[], list[ConsoleWarning]]] = []
+
+
+def warning_source(
+    fn: Callable[[], list[ConsoleWarning]],
+) -> Callable[[], list[ConsoleWarning]]:
     _WARNING_SOURCES.append(fn)
     return fn
 
 
-def console_warnings() -> list[str]:
-    warnings: list[str] = []
+def console_warnings() -> list[ConsoleWarning]:
+    """Every area's warnings, errors first (the banner shows the worst one)."""
+    warnings: list[ConsoleWarning] = []
     for source in _WARNING_SOURCES:
         try:
             warnings.extend(source())
         except Exception as exc:  # a broken check must not take pages down
-            warnings.append(f"{source.__name__} failed: {type(exc).__name__}")
-    return warnings
+            text = f"{source.__name__} failed: {type(exc).__name__}"
+            warnings.append(ConsoleWarning(text, "A configuration check failed", Level.ERROR))
+    return sorted(warnings, key=lambda warning: warning.level != Level.ERROR)
 
 
 @checks.register()
 def check_console(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     return [
-        checks.Warning(message, id=f"tools_app.W{index:03d}")
-        for index, message in enumerate(console_warnings(), start=1)
+        checks.Warning(warning.text, id=f"tools_app.W{index:03d}")
+        for index, warning in enumerate(console_warnings(), start=1)
     ]
 
 
@@ -71,8 +99,11 @@ def runner_problems() -> list[tuple[str, str, str]]:
 
 
 @warning_source
-def runner_warnings() -> list[str]:
-    return [problem for _id, problem, _fix in runner_problems()]
+def runner_warnings() -> list[ConsoleWarning]:
+    return [
+        ConsoleWarning(problem, "Tools cannot run on this host", Level.ERROR)
+        for _id, problem, _fix in runner_problems()
+    ]
 
 
 @checks.register(deploy=True)

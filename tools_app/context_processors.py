@@ -10,12 +10,14 @@ def console(request: HttpRequest) -> dict:
     from tools_app.checks import console_warnings
     from tools_app.health import worker_alive
 
+    is_admin = has_role(user, ADMIN)
     return {
-        "is_admin": has_role(user, ADMIN),
+        "is_admin": is_admin,
         "is_developer": has_role(user, DEVELOPER),
         "can_audit": can_audit(user),
         "section": nav_section(request.path),
-        "console_warnings": console_warnings(),
+        # The configuration banner is for those who can fix it: admins (System page).
+        "console_warnings": console_warnings() if is_admin else [],
         # The nav's warning dot: one query.
         "worker_alive": worker_alive(),
     }

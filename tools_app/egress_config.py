@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from django.conf import settings
 
 from tools_app import egress
-from tools_app.checks import warning_source
+from tools_app.checks import ConsoleWarning, Level, warning_source
 
 
 def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
@@ -67,27 +67,43 @@ def console_policy(saved_integration=None) -> egress.Policy:
 
 
 @warning_source
-def egress_warnings() -> list[str]:
+def egress_warnings() -> list[ConsoleWarning]:
     from tools_app.runner import isolation_level, network, sandbox
 
     try:
         egress.build(settings.TOOL_NETWORK_ALLOW, (), settings.TOOL_DNS)
     except egress.PolicyError as exc:
-        return [f"The egress policy is invalid, so tools with network: true fail: {exc}"]
+        return [
+            ConsoleWarning(
+                f"The egress policy is invalid, so tools with network: true fail: {exc}",
+                "The egress policy is invalid",
+                Level.ERROR,
+            )
+        ]
     if isolation_level()[0] != "bwrap":
         return [
-            "Tools with network: true share this host's network unfiltered (no bubblewrap): "
-            "they reach its loopback services and private networks."
+            ConsoleWarning(
+                "Tools with network: true share this host's network unfiltered (no "
+                "bubblewrap): they reach its loopback services and private networks.",
+                "Tool network access is unfiltered",
+            )
         ]
     if os.geteuid() != 0 and (why := sandbox.rootless_problem()):
         return [
-            "Tools with network: true share this host's network unfiltered, and a run's "
-            "disk quota covers only /tmp and each file: the worker does not run as root and "
-            f"cannot give runs a user namespace of their own ({why})."
+            ConsoleWarning(
+                "Tools with network: true share this host's network unfiltered, and a run's "
+                "disk quota covers only /tmp and each file: the worker does not run as root "
+                f"and cannot give runs a user namespace of their own ({why}).",
+                "Tool network access is unfiltered",
+            )
         ]
     if absent := network.missing():
         return [
-            f"Tools with network: true fail: {', '.join(absent)} is not installed "
-            "(Debian packages slirp4netns, nftables, util-linux)."
+            ConsoleWarning(
+                f"Tools with network: true fail: {', '.join(absent)} is not installed "
+                "(Debian packages slirp4netns, nftables, util-linux).",
+                "Tools with network access fail",
+                Level.ERROR,
+            )
         ]
     return []

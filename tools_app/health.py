@@ -30,6 +30,16 @@ class Check:
     ok: bool
     detail: str  # one line a person can act on
     data: dict[str, Any] = field(default_factory=dict)
+    # Set when the check passes but an admin should act ("development key"): the word
+    # the System page and the home page both show, in the warning colour.
+    attention: str = ""
+
+    @property
+    def level(self) -> str:
+        """ "problem", "warning" or "ok": one state for every page that shows the check."""
+        if not self.ok:
+            return "problem"
+        return "warning" if self.attention else "ok"
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "detail": self.detail, **self.data}
@@ -172,7 +182,8 @@ def isolation() -> Check:
         if level == "bwrap"
         else f"Tools run in the fallback sandbox: {reason}"
     )
-    return Check("isolation", True, detail, {"level": level, "reason": reason})
+    attention = "" if level == "bwrap" else "fallback sandbox"
+    return Check("isolation", True, detail, {"level": level, "reason": reason}, attention)
 
 
 def encryption() -> Check:
@@ -192,7 +203,7 @@ def encryption() -> Check:
         detail = "Secrets use the generated development key; set CONSOLE_ENCRYPTION_KEYS."
     else:
         detail = f"{len(ring.key_ids)} key(s) in CONSOLE_ENCRYPTION_KEYS load."
-    return Check("encryption", True, detail, data)
+    return Check("encryption", True, detail, data, "development key" if development else "")
 
 
 def queue() -> Check:

@@ -58,7 +58,7 @@ from tools_app import (
     vault,
 )
 from tools_app.audit import Actor, record
-from tools_app.checks import warning_source
+from tools_app.checks import ConsoleWarning, warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.models.tools import Language, decode_files
@@ -685,15 +685,18 @@ def isolation_reason(isolation: str) -> str:
 
 
 @warning_source
-def isolation_warnings() -> list[str]:
+def isolation_warnings() -> list[ConsoleWarning]:
     """The banner (and `manage.py check`) line when tools run without bubblewrap here."""
     level, reason = runner.isolation_level()
     if level == "bwrap" or privilege.refusal(level, reason):
         return []  # a root worker refuses instead: checks.runner_warnings says so
     return [
-        f"Tools run in the fallback sandbox (a plain subprocess with rlimits and a cleared "
-        f"environment), not bubblewrap: {reason}. Install the Debian package bubblewrap "
-        "and allow unprivileged user namespaces for full isolation."
+        ConsoleWarning(
+            f"Tools run in the fallback sandbox (a plain subprocess with rlimits and a cleared "
+            f"environment), not bubblewrap: {reason}. Install the Debian package bubblewrap "
+            "and allow unprivileged user namespaces for full isolation.",
+            "Tools run without bubblewrap",
+        )
     ]
 
 

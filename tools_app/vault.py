@@ -33,7 +33,7 @@ from django.db import DatabaseError
 from django.dispatch import receiver
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app.checks import warning_source
+from tools_app.checks import ConsoleWarning, Level, warning_source
 
 KEY_ID_LENGTH = 16
 # How many stored secrets the system check actually decrypts (the count by key_id covers
@@ -161,6 +161,10 @@ def keyring() -> Keyring:
         )
         _cache[cache_key] = ring
         return ring
+
+
+# The development key's one-line banner text.
+DEVELOPMENT_KEY_SHORT = "Development key in use"
 
 
 def is_development_key() -> bool:
@@ -351,17 +355,23 @@ def check_encryption_keys(app_configs=None, **kwargs) -> list[checks.CheckMessag
 
 
 @warning_source
-def encryption_warnings() -> list[str]:
+def encryption_warnings() -> list[ConsoleWarning]:
     """Banner lines: development key, key problems, secrets no key decrypts, rotation due."""
     problems = _key_problems()
     if problems:
-        return [f"Encryption keys: {p}" for p in problems]
+        return [
+            ConsoleWarning(f"Encryption keys: {p}", "Encryption keys do not load", Level.ERROR)
+            for p in problems
+        ]
     warnings = []
     if is_development_key():
         warnings.append(
-            "Secrets are encrypted with a generated development key "
-            f"({_key_file().name} in the state directory). Set CONSOLE_ENCRYPTION_KEYS "
-            "before storing production credentials."
+            ConsoleWarning(
+                "Secrets are encrypted with a generated development key "
+                f"({_key_file().name} in the state directory). Set CONSOLE_ENCRYPTION_KEYS "
+                "before storing production credentials.",
+                DEVELOPMENT_KEY_SHORT,
+            )
         )
         try:
             loose = _key_file().stat().st_mode & 0o077
@@ -369,10 +379,16 @@ def encryption_warnings() -> list[str]:
             loose = 0
         if loose:
             warnings.append(
-                f"The development key file {_key_file().name} is readable by other users: "
-                "chmod 600 it."
+                ConsoleWarning(
+                    f"The development key file {_key_file().name} is readable by other "
+                    "users: chmod 600 it.",
+                    "The key file is readable by others",
+                )
             )
     errors, rotation = _stored_secret_problems(sample=False)
-    warnings += [f"Encryption keys: {e}" for e in errors]
-    warnings += rotation
+    warnings += [
+        ConsoleWarning(f"Encryption keys: {e}", "Stored secrets cannot be decrypted", Level.ERROR)
+        for e in errors
+    ]
+    warnings += [ConsoleWarning(r, "Secrets wait for key rotation") for r in rotation]
     return warnings

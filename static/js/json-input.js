@@ -20,7 +20,7 @@
     status.setAttribute("role", "status");
     const format = document.createElement("button");
     format.type = "button";
-    format.className = "secondary";
+    format.className = "button secondary";
     format.textContent = "Format JSON";
     const bar = document.createElement("span");
     bar.className = "json-tools";

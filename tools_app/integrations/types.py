@@ -14,7 +14,7 @@ import yaml
 from django.conf import settings
 
 from tools_app import strictyaml
-from tools_app.checks import warning_source
+from tools_app.checks import ConsoleWarning, Level, warning_source
 from tools_app.integrations.errors import UnknownType
 from tools_app.integrations.validation import (
     FIELD_KEYS,
@@ -442,5 +442,11 @@ def get_type(slug: str) -> IntegrationType:
 
 
 @warning_source
-def integration_type_warnings() -> list[str]:
-    return [f"Integration type file: {p}" for p in load_types().problems if p.severity == "error"]
+def integration_type_warnings() -> list[ConsoleWarning]:
+    return [
+        ConsoleWarning(
+            f"Integration type file: {p}", "An integration type file is invalid", Level.ERROR
+        )
+        for p in load_types().problems
+        if p.severity == "error"
+    ]
