@@ -38,6 +38,7 @@ PAGES = {
     "configuration": ("Configuration", "configuration.md"),
     "operations": ("Operations", "operations.md"),
     "development": ("Development and CI", "development.md"),
+    "design-system": ("Design system", "design-system.md"),
 }
 SLUG_OF_FILE = {filename: slug for slug, (_, filename) in PAGES.items()}
 
