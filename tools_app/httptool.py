@@ -47,6 +47,7 @@ import httpx
 import jmespath
 
 from tools_app import egress, egress_http, http, nesting, toolmd
+from tools_app.run_setup import RunSetupError, limits_for, work_dir
 from tools_app.runner import Artifact, Redactor, RunOutcome
 from tools_app.toolmd import Manifest
 
@@ -531,7 +532,6 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
     (an integration that is missing, a withheld one the request needs, a URL out of bounds)
     become the run's failed result, like a code tool's."""
     from tools_app import httpchecks, integrations, vault
-    from tools_app.runs import RunSetupError, limits_for, work_dir
 
     granted = list(access.granted)
     withheld = {d.slug: d.notice for d in access.withheld}

@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import storages
@@ -62,6 +63,7 @@ from tools_app.checks import warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.models.tools import Language, decode_files
+from tools_app.run_setup import RunSetupError, limits_for, work_dir
 from tools_app.runner import privilege, standby, teardown, tsstrip
 from tools_app.toolmd import Manifest
 
@@ -77,6 +79,9 @@ SENSITIVE_LABEL = "{{{{input.{name}}}}}"
 WARM_VERSIONS = 500
 WARM_CHUNK = 50
 
+# The name tools_app/tasks.py registers execute_run under (and the worker knows it by).
+EXECUTE_RUN_TASK = "tools_app.tasks.execute_run"
+
 STATUS_OF_OUTCOME = {
     "succeeded": RunStatus.SUCCEEDED,
     "failed": RunStatus.FAILED,
@@ -91,11 +96,6 @@ class InvalidParams(Exception):
     def __init__(self, errors: list[str]) -> None:
         self.errors = errors
         super().__init__("; ".join(errors))
-
-
-class RunSetupError(Exception):
-    """The console cannot start the tool (integration missing, secret unreadable...).
-    The message is safe to show and store: it never holds a secret value."""
 
 
 def error_result(message: str) -> dict[str, Any]:
@@ -234,11 +234,10 @@ def unseal(token: str) -> dict[str, Any]:
 
 def enqueue_run(run_id) -> None:
     """Send the Celery task. A broker that refuses the message fails the run visibly
-    instead of leaving it queued forever."""
-    from tools_app import tasks
-
+    instead of leaving it queued forever. Sent by name, as `.delay` would send it: the
+    task (tools_app/tasks.py) calls into this module, which so never imports it."""
     try:
-        tasks.execute_run.delay(str(run_id))
+        current_app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], ignore_result=True)
     except Exception as exc:
         logger.exception("could not queue run %s", run_id)
         message = (
@@ -313,10 +312,6 @@ def execute_run(
         return None
     run.refresh_from_db()
     return run
-
-
-def work_dir(run: Run) -> Path:
-    return Path(settings.RUNS_WORK_PATH) / str(run.pk)
 
 
 def warm_strip_cache() -> int:
@@ -483,17 +478,6 @@ def materialize(version: ToolVersion, dest: Path) -> Path:
         target.write_bytes(data)
         target.chmod(bundle.file_mode(rel))
     return dest
-
-
-def limits_for(manifest: Manifest, timeout: float | None) -> runner.Limits:
-    return runner.Limits(
-        timeout=float(timeout if timeout is not None else manifest.timeout),
-        memory_mb=settings.RUNNER_MEMORY_MB,
-        max_processes=settings.RUNNER_MAX_PROCESSES,
-        grace_seconds=settings.RUNNER_GRACE_SECONDS,
-        disk_mb=settings.RUNNER_DISK_MB,
-        cpus=settings.RUNNER_CPUS,
-    )
 
 
 @dataclass
@@ -922,7 +906,6 @@ def reap_if_stale(run: Run) -> Run:
 __all__ = [
     "MASK",
     "InvalidParams",
-    "RunSetupError",
     "RunVia",
     "cancel_run",
     "execute_run",
