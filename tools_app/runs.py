@@ -42,7 +42,6 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import storages
 from django.db import DatabaseError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from tools_app import (
@@ -769,12 +768,6 @@ def _lost_cutoff():
     return timezone.now() - timedelta(seconds=settings.RUN_LOST_AFTER_SECONDS)
 
 
-def _stale(cutoff) -> Q:
-    return Q(status=RunStatus.RUNNING) & (
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
-    )
-
-
 def reap_lost_runs(run_ids: list | None = None) -> int:
     """What the periodic reaper does: running runs whose worker died turn `lost`, queued
     runs no worker claimed are sent again, then turn `lost` (reap_unclaimed_runs).
@@ -786,7 +779,7 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
     """Mark running runs whose heartbeat is older than RUN_LOST_AFTER_SECONDS as lost:
     their worker died. Returns how many."""
     cutoff = _lost_cutoff()
-    candidates = Run.objects.filter(_stale(cutoff))
+    candidates = Run.objects.stale(cutoff)
     if run_ids is not None:
         candidates = candidates.filter(pk__in=run_ids)
     reaped = 0
@@ -797,11 +790,15 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
             "any, are unknown: check before running it again."
         )
         # Conditional again: a heartbeat may have arrived since the SELECT.
-        if Run.objects.filter(_stale(cutoff), pk=run.pk).update(
-            status=RunStatus.LOST,
-            error=message,
-            result=error_result(message),
-            finished_at=timezone.now(),
+        if (
+            Run.objects.stale(cutoff)
+            .filter(pk=run.pk)
+            .update(
+                status=RunStatus.LOST,
+                error=message,
+                result=error_result(message),
+                finished_at=timezone.now(),
+            )
         ):
             reaped += 1
             record(
@@ -817,14 +814,6 @@ def _queued_cutoff():
     return timezone.now() - timedelta(seconds=settings.RUN_QUEUED_TIMEOUT_SECONDS)
 
 
-def _unclaimed(cutoff) -> Q:
-    """Queued runs whose message went unanswered for the timeout: never re-sent and
-    created before `cutoff`, or re-sent before it."""
-    return Q(status=RunStatus.QUEUED) & (
-        Q(resent_at__isnull=True, created_at__lt=cutoff) | Q(resent_at__lt=cutoff)
-    )
-
-
 def _duration(seconds: float) -> str:
     if seconds >= 120 and seconds % 60 == 0:
         return f"{int(seconds // 60)} minutes"
@@ -837,7 +826,7 @@ def reap_unclaimed_runs(run_ids: list | None = None) -> int:
     still unclaimed a timeout later, it is marked lost with what to check. Returns how many
     turned lost."""
     cutoff = _queued_cutoff()
-    candidates = Run.objects.filter(_unclaimed(cutoff))
+    candidates = Run.objects.unclaimed(cutoff)
     if run_ids is not None:
         candidates = candidates.filter(pk__in=run_ids)
     timeout = _duration(settings.RUN_QUEUED_TIMEOUT_SECONDS)
