@@ -11,6 +11,7 @@ from test_http_tool_runs import RunStatus, Server, make, run_of, toolmd
 from tools_app import egress, egress_config
 from tools_app import toolmd as toolmd_module
 from tools_app.models import AuditEvent, EgressException
+from tools_app.validation_context import validation_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -104,7 +105,7 @@ ITEM_INPUTS = """  item_id: {type: string, description: Item}
 def test_an_http_tool_reaches_a_local_service_the_system_page_allowed(server):
     text = toolmd(server, ITEM, inputs=ITEM_INPUTS)
     files = {"TOOL.md": text.encode()}
-    refused = toolmd_module.validate_files(files, "fetcher/TOOL.md")
+    refused = toolmd_module.validate_files(files, "fetcher/TOOL.md", context=validation_context())
     assert "this console's own host" in " ".join(str(p) for p in refused.problems)
 
     EgressException.objects.create(entry=f"127.0.0.1:{server.port}")
@@ -120,7 +121,7 @@ def test_the_consoles_own_port_stays_refused_even_when_allowed(server, settings)
     EgressException.objects.create(entry=f"127.0.0.1:{server.port}")
     files = {"TOOL.md": toolmd(server, ITEM, inputs=ITEM_INPUTS).encode()}
 
-    result = toolmd_module.validate_files(files, "fetcher/TOOL.md")
+    result = toolmd_module.validate_files(files, "fetcher/TOOL.md", context=validation_context())
 
     assert result.manifest is None
     assert "this console's own host" in " ".join(str(p) for p in result.problems)

@@ -16,6 +16,7 @@ from tools_app import httptool, integrations, runs
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.validation_context import validation_context
 from tools_app.versions import save_version
 
 TOKEN = "s3cr3t-apify-token-7f"
@@ -503,7 +504,9 @@ def toolmd_of(tool: Tool):
     from tools_app import toolmd as toolmd_module
 
     files = tool.versions.order_by("-number").first().file_bytes()
-    return toolmd_module.validate_files(files, "fetcher/TOOL.md").manifest
+    return toolmd_module.validate_files(
+        files, "fetcher/TOOL.md", context=validation_context()
+    ).manifest
 
 
 def test_it_takes_list_inputs_from_the_api_and_the_run_form(

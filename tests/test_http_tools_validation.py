@@ -9,8 +9,12 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.conftest import tool_files
 from tests.forms_support import link, submit
 from tools_app import toolmd
+from tools_app.httpchecks import ValidationContext
+from tools_app.models import EgressException, Integration
+from tools_app.validation_context import validation_context
 
 CASES = Path(__file__).parent / "data" / "http"
 NAMES = sorted(p.name for p in CASES.iterdir() if p.is_dir())
@@ -26,7 +30,7 @@ def console(settings):
 def _problems(case: Path, settings) -> list[str]:
     allow = case / "allow.txt"
     settings.TOOL_NETWORK_ALLOW = allow.read_text().strip() if allow.exists() else ""
-    result = toolmd.validate_tool_dir(case / "tool")
+    result = toolmd.validate_tool_dir(case / "tool", context=validation_context())
     return [str(p).replace(str(case) + "/", "") for p in result.problems]
 
 
@@ -55,7 +59,9 @@ def test_it_has_a_passing_and_a_failing_case_for_each_check() -> None:
 
 @pytest.mark.django_db
 def test_it_parses_the_http_keys_into_the_manifest(console) -> None:
-    result = toolmd.validate_tool_dir(CASES / "v02_post_body_hidden_token" / "tool")
+    result = toolmd.validate_tool_dir(
+        CASES / "v02_post_body_hidden_token" / "tool", context=validation_context()
+    )
     manifest = result.manifest
     assert manifest is not None and manifest.kind == "http"
     assert manifest.request["method"] == "POST"
@@ -80,9 +86,9 @@ def test_it_refuses_to_save_and_so_to_publish_an_http_tool_with_an_error(console
     from tools_app import bundle, versions
 
     files = bundle.read_tool_dir(CASES / "i03_console_own_host" / "tool")
-    assert not versions.validate("tool", files).ok
+    assert not versions.validate("tool", files, validation_context()).ok
     good = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
-    assert versions.validate("tool", good).ok
+    assert versions.validate("tool", good, validation_context()).ok
 
 
 @pytest.mark.django_db
@@ -157,7 +163,7 @@ request:
 @pytest.mark.django_db
 def test_it_accepts_list_inputs_in_a_query_and_checks_their_defaults(console) -> None:
     ok = toolmd.validate_files({"TOOL.md": LIST_TOOL.replace("DEFAULT", '["a"]').encode()},
-                               "lister/TOOL.md")  # fmt: skip
+                               "lister/TOOL.md", context=validation_context())  # fmt: skip
     assert ok.ok, ok.problems
     assert ok.manifest.inputs["ids"].type == "integer[]"
     assert ok.manifest.inputs["ids"].default == [1, 2]
@@ -166,6 +172,71 @@ def test_it_accepts_list_inputs_in_a_query_and_checks_their_defaults(console) ->
         ("[1]", "inputs.tags.default: every item must be a string, got an integer"),
     ]:
         bad = toolmd.validate_files(
-            {"TOOL.md": LIST_TOOL.replace("DEFAULT", default).encode()}, "lister/TOOL.md"
+            {"TOOL.md": LIST_TOOL.replace("DEFAULT", default).encode()},
+            "lister/TOOL.md",
+            context=validation_context(),
         )
         assert any(message in str(p) for p in bad.problems), bad.problems
+
+
+# --- The context the checks get ----------------------------------------------------------
+
+
+def test_it_checks_an_http_tool_from_the_context_alone() -> None:
+    """No database, no settings: the checks know what the context says and nothing more
+    (this test has no database, so a query would fail it)."""
+    own_host = CASES / "i03_console_own_host" / "tool"
+    assert toolmd.validate_tool_dir(own_host, context=ValidationContext()).ok
+    ours = ValidationContext(allowed_hosts=("*", ".example.org"))
+    [problem] = toolmd.validate_tool_dir(own_host, context=ours).errors
+    assert "'console.example.org' is this console's own host" in problem.message
+
+    hidden = CASES / "v02_post_body_hidden_token" / "tool"
+    [problem] = toolmd.validate_tool_dir(hidden, context=ValidationContext()).errors
+    assert problem.key == "inputs.token" and "nobody can fill" in problem.message
+    filled = ValidationContext(integration_fields={"apify": frozenset({"token"})})
+    assert toolmd.validate_tool_dir(hidden, context=filled).ok
+
+
+@pytest.mark.django_db
+def test_it_reads_the_database_only_once_an_http_tool_is_checked(
+    console, django_assert_max_num_queries
+) -> None:
+    with django_assert_max_num_queries(0):  # building it, then checking a code tool
+        context = validation_context()
+        assert toolmd.validate_files(tool_files("t", "python"), "t", context=context).ok
+    hidden = CASES / "v02_post_body_hidden_token" / "tool"
+    with django_assert_max_num_queries(2):  # the integrations, the System page's exceptions
+        toolmd.validate_tool_dir(hidden, context=context)
+    with django_assert_max_num_queries(0):  # read once per context
+        toolmd.validate_tool_dir(hidden, context=context)
+
+
+@pytest.mark.django_db
+def test_it_builds_the_context_from_the_settings_and_the_integrations(settings) -> None:
+    settings.ALLOWED_HOSTS = ["console.example.org"]
+    settings.PUBLIC_URL = "https://console.example.org:8443"
+    settings.TOOL_NETWORK_ALLOW = "203.0.113.0/24"
+    EgressException.objects.create(entry="198.51.100.7:8080")
+    Integration.objects.create(
+        slug="searxng", type_slug="searxng", values={"url": "http://127.0.0.1:8888"}
+    )
+    Integration.objects.create(
+        slug="off", type_slug="searxng", values={"url": "http://127.0.0.1:9999"}, enabled=False
+    )
+    custom = [{"name": "key", "label": "Key", "env": "CRM_KEY", "secret": True}]
+    Integration.objects.create(slug="apify", type_slug="custom", custom_fields=custom)
+
+    context = validation_context()
+
+    assert context.allowed_hosts == ("console.example.org",)
+    assert context.console_ports == {8443}
+    assert context.network_allow == "203.0.113.0/24"
+    assert list(context.admin_entries) == ["198.51.100.7:8080"]
+    # Only enabled integrations open their URLs; a secret field is no URL to open.
+    assert dict(context.integration_urls) == {"searxng": ("http://127.0.0.1:8888",), "apify": ()}
+    # Every integration's fields, its own (custom) winning over a type of the same slug,
+    # and every type's for an integration not created yet.
+    assert context.integration_fields["apify"] == {"key", "crm_key"}
+    assert context.integration_fields["off"] == {"url", "searxng_url", "token", "searxng_token"}
+    assert "openai" in context.integration_fields

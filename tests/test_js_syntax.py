@@ -9,7 +9,11 @@ import pytest
 
 from tests.conftest import tool_files
 from tools_app import jssyntax
+from tools_app.httpchecks import ValidationContext
 from tools_app.toolmd import validate_files
+
+# Code tools: their checks read nothing of a console.
+NO_CONSOLE = ValidationContext()
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,7 +22,7 @@ def problems_of(files: dict[str, str], language: str = "typescript") -> list[str
     entry = {"typescript": "index.ts", "javascript": "index.js"}[language]
     tool = tool_files("p", language, source=files.pop(entry, None))
     tool |= {name: text.encode() for name, text in files.items()}
-    return [str(p) for p in validate_files(tool, "p/TOOL.md").problems]
+    return [str(p) for p in validate_files(tool, "p/TOOL.md", context=NO_CONSOLE).problems]
 
 
 @pytest.mark.parametrize(
@@ -92,6 +96,7 @@ def test_valid_typescript_and_javascript_pass():
     result = validate_files(
         tool_files("p", source=files.pop("index.ts")) | {k: v.encode() for k, v in files.items()},
         "p/TOOL.md",
+        context=NO_CONSOLE,
     )
     assert result.manifest is not None and result.problems == []
 
@@ -163,7 +168,7 @@ def test_a_check_that_cannot_run_is_a_warning(monkeypatch):
 def test_dependencies_and_other_languages_are_not_checked():
     assert problems_of({"node_modules/x/index.js": "((("}) == []
     python = tool_files("p", "python") | {"broken.js": b"((("}
-    assert validate_files(python, "p/TOOL.md").problems == []
+    assert validate_files(python, "p/TOOL.md", context=NO_CONSOLE).problems == []
 
 
 def test_files_over_the_size_limit_are_not_sent_to_node(monkeypatch):

@@ -20,6 +20,7 @@ from django.core.management.base import CommandError
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
 from tools_app import openapi_import, toolmd
 from tools_app.models import AuditEvent, Tool
+from tools_app.validation_context import validation_context
 
 DATA = Path(__file__).resolve().parent / "data" / "openapi"
 PETSTORE = DATA / "petstore-expanded" / "petstore-expanded.yaml"
@@ -68,7 +69,7 @@ def _files(name: str) -> dict[str, bytes]:
 
 
 def _manifest(name: str) -> toolmd.Manifest:
-    result = toolmd.validate_files(_files(name), f"{name}/TOOL.md")
+    result = toolmd.validate_files(_files(name), f"{name}/TOOL.md", context=validation_context())
     assert result.ok, result.problems
     return result.manifest
 

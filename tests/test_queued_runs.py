@@ -5,6 +5,8 @@ later does not run it. The clock is the test's: no sleeping through timeouts."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from datetime import timedelta
 
@@ -16,7 +18,7 @@ from worker_fixtures import wait_for_run
 
 from console.celery import app
 from tests.forms_support import submit
-from tools_app import runs
+from tools_app import runs, tasks
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
@@ -105,6 +107,25 @@ def test_it_resends_an_unclaimed_run_once_then_marks_it_lost(
     # Either message reaching a worker now runs nothing.
     assert runs.execute_run(run.pk) is None
     assert Run.objects.get(pk=run.pk).status == RunStatus.LOST
+
+
+@pytest.mark.django_db
+def test_it_queues_the_task_the_worker_registered(
+    idle_broker, quick, django_capture_on_commit_callbacks
+):
+    """runs sends the task by name (tasks imports runs, never the reverse): the message
+    must name the task tools_app/tasks.py registers, with the run's id."""
+    run = start(quick, enqueue=True, capture=django_capture_on_commit_callbacks)
+    [message] = [
+        json.loads(path.read_text())
+        for path in idle_broker.folder.iterdir()
+        if path.name.endswith(f".{idle_broker.queue}.msg")
+    ]
+    name = message["headers"]["task"]
+    assert app.tasks[name] == tasks.execute_run  # shared_task gives a proxy of it
+    args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
+    assert args == [str(run.pk)] and kwargs == {}
+    assert message["headers"]["ignore_result"] is True
 
 
 @pytest.mark.django_db

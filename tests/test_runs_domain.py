@@ -286,6 +286,26 @@ def test_it_reaps_runs_whose_heartbeat_stopped(echo, settings):
     assert runs.reap_lost_runs() == 0
 
 
+def test_it_finds_stale_and_unclaimed_runs_on_the_queryset(echo):
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=30)
+    dead = _running(echo, beat_age=31)
+    alive = _running(echo, beat_age=5)
+    never_beat = _running(echo, beat_age=31)
+    Run.objects.filter(pk=never_beat.pk).update(heartbeat_at=None)
+    assert set(Run.objects.stale(cutoff)) == {dead, never_beat}
+    assert alive not in Run.objects.stale(cutoff)
+
+    old, new, resent_long_ago, resent_now = (start(echo, {"name": "Ada"}) for _ in range(4))
+    Run.objects.filter(pk__in=[old.pk, resent_long_ago.pk, resent_now.pk]).update(
+        created_at=now - timedelta(seconds=60)
+    )
+    Run.objects.filter(pk=resent_long_ago.pk).update(resent_at=now - timedelta(seconds=31))
+    Run.objects.filter(pk=resent_now.pk).update(resent_at=now)
+    assert set(Run.objects.unclaimed(cutoff)) == {old, resent_long_ago}
+    assert new not in Run.objects.unclaimed(cutoff)
+
+
 def test_it_reaps_a_stale_run_when_someone_looks_at_it(echo, settings):
     settings.RUN_LOST_AFTER_SECONDS = 3
     assert runs.reap_if_stale(_running(echo, beat_age=10)).status == RunStatus.LOST

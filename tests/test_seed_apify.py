@@ -19,6 +19,7 @@ from tools_app.audit import Actor
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.sync import sync_tools
+from tools_app.validation_context import validation_context
 from tools_app.versions import save_version
 
 SEED = Path(__file__).resolve().parents[1] / "seed" / "tools"
@@ -165,7 +166,7 @@ def test_it_fails_clearly_for_an_unknown_run(apify_api):
 def test_the_apify_tools_declare_only_documented_outputs(db):
     for name in APIFY_TOOLS:
         files = bundle.read_tool_dir(SEED / name)
-        result = toolmd.validate_files(files, f"{name}/TOOL.md")
+        result = toolmd.validate_files(files, f"{name}/TOOL.md", context=validation_context())
         assert result.ok and result.problems == [], result.problems
         manifest = result.manifest
         assert manifest.kind == "http" and manifest.integrations == ("apify",)
@@ -174,7 +175,9 @@ def test_the_apify_tools_declare_only_documented_outputs(db):
         for sample in (p for p in files if p.startswith("samples/")):
             assert json.loads(files[sample])["source"].startswith("https://docs.apify.com/api/v2/")
     name = "apify_get_dataset_items"
-    items = toolmd.validate_files(bundle.read_tool_dir(SEED / name), f"{name}/TOOL.md").manifest
+    items = toolmd.validate_files(
+        bundle.read_tool_dir(SEED / name), f"{name}/TOOL.md", context=validation_context()
+    ).manifest
     assert items.outputs == {} and items.request["response"] == "text"
 
 

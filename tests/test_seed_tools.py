@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import require
+from tools_app.httpchecks import ValidationContext
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -34,6 +35,9 @@ from tools_app.runner import (
     isolation_level,
     run,
 )
+
+# Code tools: their checks read nothing of a console.
+NO_CONSOLE = ValidationContext()
 
 SEED_TOOLS = Path(__file__).resolve().parents[1] / "seed" / "tools"
 SEARX_TOKEN = "searx-token-3f9a1c"  # distinctive: the runner redacts it from results
@@ -107,7 +111,7 @@ class ToolRunner:
     ) -> Run:
         from tools_app.toolmd import validate_tool_dir
 
-        manifest = validate_tool_dir(SEED_TOOLS / name).manifest
+        manifest = validate_tool_dir(SEED_TOOLS / name, context=NO_CONSOLE).manifest
         assert manifest is not None
         cancel = threading.Event()
         updates: list[str] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tools_app.toolmd import validate_tool_dir
+from tools_app.validation_context import validation_context
 
 SEED_TOOLS = Path(__file__).resolve().parents[1] / "seed" / "tools"
 SHIPPED = (
@@ -33,7 +34,7 @@ def test_it_ships_the_four_seed_tools() -> None:
 @pytest.mark.parametrize("tool_dir", _tool_dirs(), ids=lambda p: p.name)
 def test_it_validates_every_seed_tool_without_problems(db, tool_dir: Path) -> None:
     # db: the checks of a kind: http tool read the integrations its URL may reach.
-    result = validate_tool_dir(tool_dir)
+    result = validate_tool_dir(tool_dir, context=validation_context())
     # Warnings count too: a shipped tool should not lean on forward-compatibility leniency.
     assert result.ok
     assert [str(p) for p in result.problems] == []
@@ -44,7 +45,7 @@ def test_it_validates_every_seed_tool_without_problems(db, tool_dir: Path) -> No
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_it_documents_each_seed_tool_for_people_and_agents(db, name: str) -> None:
-    manifest = validate_tool_dir(SEED_TOOLS / name).manifest
+    manifest = validate_tool_dir(SEED_TOOLS / name, context=validation_context()).manifest
     assert manifest is not None
     assert manifest.body.lstrip().startswith("# ")
     for section in BODY_SECTIONS:
@@ -54,7 +55,10 @@ def test_it_documents_each_seed_tool_for_people_and_agents(db, name: str) -> Non
 
 
 def test_it_declares_the_expected_languages_integrations_and_network(db) -> None:
-    manifests = {name: validate_tool_dir(SEED_TOOLS / name).manifest for name in SHIPPED}
+    manifests = {
+        name: validate_tool_dir(SEED_TOOLS / name, context=validation_context()).manifest
+        for name in SHIPPED
+    }
     expected = {
         "web_fetch": ("typescript", (), True),
         "web_search": ("typescript", ("searxng",), True),
@@ -70,7 +74,7 @@ def test_it_declares_the_expected_languages_integrations_and_network(db) -> None
 
 
 def test_it_marks_the_searxng_token_input_sensitive_and_optional() -> None:
-    manifest = validate_tool_dir(SEED_TOOLS / "web_search").manifest
+    manifest = validate_tool_dir(SEED_TOOLS / "web_search", context=validation_context()).manifest
     assert manifest is not None
     token = manifest.inputs["searxng_token"]
     assert token.sensitive
@@ -78,8 +82,10 @@ def test_it_marks_the_searxng_token_input_sensitive_and_optional() -> None:
 
 
 def test_it_offers_the_documented_enum_values_and_defaults() -> None:
-    email = validate_tool_dir(SEED_TOOLS / "email_db").manifest
-    audio = validate_tool_dir(SEED_TOOLS / "convert_audio_to_mp3").manifest
+    email = validate_tool_dir(SEED_TOOLS / "email_db", context=validation_context()).manifest
+    audio = validate_tool_dir(
+        SEED_TOOLS / "convert_audio_to_mp3", context=validation_context()
+    ).manifest
     assert email is not None and audio is not None
     assert tuple(email.inputs["format"].values) == ("table", "json")
     assert email.inputs["format"].default == "table"

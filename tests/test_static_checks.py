@@ -15,6 +15,7 @@ from tests.conftest import REPO, tool_files
 from tools_app import staticcheck, toolmd
 from tools_app.audit import Actor
 from tools_app.models import Integration
+from tools_app.validation_context import validation_context
 from tools_app.versions import save_version
 
 FULL_BODY = (
@@ -26,7 +27,7 @@ FULL_BODY = (
 def _warnings(language: str, source: str, **kw) -> list[toolmd.Problem]:
     kw.setdefault("body", FULL_BODY)
     files = tool_files("alpha", language, source=source, **kw)
-    result = toolmd.validate_files(files, "alpha")
+    result = toolmd.validate_files(files, "alpha", context=validation_context())
     assert result.ok, result.problems
     problems = staticcheck.check_tool("alpha", files, result.manifest)
     assert all(p.severity == "warning" for p in problems)
@@ -185,7 +186,7 @@ def test_the_seed_tools_pass_every_static_check(db):
 
     for folder in sorted((REPO / "seed" / "tools").iterdir()):
         files = bundle.read_tool_dir(folder)
-        result = toolmd.validate_files(files, str(folder))
+        result = toolmd.validate_files(files, str(folder), context=validation_context())
         assert staticcheck.check_tool(folder.name, files, result.manifest) == [], folder.name
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tools_app.bundle import MAX_FILE_BYTES
+from tools_app.httpchecks import ValidationContext
 from tools_app.toolmd import (
     ENTRY_FILES,
     MAX_FRONTMATTER,
@@ -23,6 +24,9 @@ from tools_app.toolmd import (
     validate_files,
     validate_tool_dir,
 )
+
+# Code tools: their checks read nothing of a console.
+NO_CONSOLE = ValidationContext()
 
 TS = b"export async function execute() { return { content: [] }; }\n"
 
@@ -703,51 +707,62 @@ def files_for(*lines: str, entry: str | None = "index.ts") -> dict[str, bytes]:
 
 
 def test_it_validates_an_in_memory_folder() -> None:
-    result = validate_files(files_for(*BASE), "tools/t")
+    result = validate_files(files_for(*BASE), "tools/t", context=NO_CONSOLE)
     assert result.ok and result.manifest.name == "t"
 
 
 def test_it_accepts_the_toolmd_path_as_well_as_the_folder() -> None:
-    result = validate_files(files_for("name: u", "description: D."), "tools/t/TOOL.md")
+    result = validate_files(
+        files_for("name: u", "description: D."), "tools/t/TOOL.md", context=NO_CONSOLE
+    )
     problem = only_error(result)
     assert problem.path == "tools/t/TOOL.md" and problem.key == "name"
 
 
 def test_it_reports_a_missing_toolmd() -> None:
-    problem = only_error(validate_files({"index.ts": TS}, "tools/t"))
+    problem = only_error(validate_files({"index.ts": TS}, "tools/t", context=NO_CONSOLE))
     assert (problem.path, problem.key) == ("tools/t/TOOL.md", "TOOL.md")
 
 
 def test_it_reports_a_missing_entry_file() -> None:
-    problem = only_error(validate_files(files_for(*BASE, entry=None), "tools/t"))
+    problem = only_error(
+        validate_files(files_for(*BASE, entry=None), "tools/t", context=NO_CONSOLE)
+    )
     assert problem.key == "entry" and "index.ts is missing" in problem.message
 
 
 def test_it_names_an_entry_file_for_another_language() -> None:
-    problem = only_error(validate_files(files_for(*BASE, "language: python"), "tools/t"))
+    problem = only_error(
+        validate_files(files_for(*BASE, "language: python"), "tools/t", context=NO_CONSOLE)
+    )
     assert "index.py is missing" in problem.message and "index.ts" in problem.message
 
 
 @pytest.mark.parametrize("entry", ["index.js", "index.mjs"])
 def test_it_accepts_either_javascript_entry(entry: str) -> None:
-    assert validate_files(files_for(*BASE, "language: javascript", entry=entry), "t").ok
+    assert validate_files(
+        files_for(*BASE, "language: javascript", entry=entry), "t", context=NO_CONSOLE
+    ).ok
 
 
 def test_it_warns_when_both_javascript_entries_exist() -> None:
     files = {**files_for(*BASE, "language: javascript", entry="index.js"), "index.mjs": TS}
-    result = validate_files(files, "t")
+    result = validate_files(files, "t", context=NO_CONSOLE)
     assert result.ok and [w.key for w in result.warnings] == ["entry"]
 
 
 def test_it_applies_the_bundle_limits_to_in_memory_folders() -> None:
     files = {**files_for(*BASE), "big.bin": b"x" * (MAX_FILE_BYTES + 1)}
-    problem = only_error(validate_files(files, "t"))
+    problem = only_error(validate_files(files, "t", context=NO_CONSOLE))
     assert problem.key == "files" and "big.bin" in problem.message
-    assert only_error(validate_files({**files_for(*BASE), "../x": b""}, "t")).key == "files"
+    assert (
+        only_error(validate_files({**files_for(*BASE), "../x": b""}, "t", context=NO_CONSOLE)).key
+        == "files"
+    )
 
 
 def test_it_reports_no_entry_even_when_toolmd_is_invalid() -> None:
-    result = validate_files(files_for("name: t", entry=None), "t")
+    result = validate_files(files_for("name: t", entry=None), "t", context=NO_CONSOLE)
     assert {p.key for p in result.errors} == {"description", "entry"}
 
 
@@ -761,14 +776,14 @@ def write_tool(folder: Path, files: dict[str, bytes]) -> Path:
 
 def test_it_validates_a_folder_on_disk(tmp_path: Path) -> None:
     folder = write_tool(tmp_path / "t", files_for(*BASE))
-    assert validate_tool_dir(folder).ok
-    assert validate_tool_dir(folder).manifest.name == "t"
+    assert validate_tool_dir(folder, context=NO_CONSOLE).ok
+    assert validate_tool_dir(folder, context=NO_CONSOLE).manifest.name == "t"
 
 
 def test_it_reports_a_symlink_in_a_tool_folder(tmp_path: Path) -> None:
     folder = write_tool(tmp_path / "t", files_for(*BASE))
     os.symlink("/etc/passwd", folder / "passwd")
-    problem = only_error(validate_tool_dir(folder))
+    problem = only_error(validate_tool_dir(folder, context=NO_CONSOLE))
     assert problem.key == "files" and "symbolic link" in problem.message
 
 
@@ -777,7 +792,7 @@ def test_it_uses_the_real_folder_name_for_dot(
 ) -> None:
     folder = write_tool(tmp_path / "t", files_for(*BASE))
     monkeypatch.chdir(folder)
-    assert validate_tool_dir(Path(".")).ok
+    assert validate_tool_dir(Path("."), context=NO_CONSOLE).ok
 
 
 # --- scan -------------------------------------------------------------------------------
@@ -792,7 +807,7 @@ def test_it_scans_a_folder_of_tools_and_reports_non_tools(tmp_path: Path) -> Non
     (root / "__pycache__").mkdir()
     (root / ".hidden").mkdir()
     (root / "README.md").write_text("not a tool")
-    results = dict(scan([root]))
+    results = dict(scan([root], context=NO_CONSOLE))
     assert sorted(Path(p).name for p in results) == ["empty", "good", "no_entry", "no_toolmd"]
     verdicts = {Path(p).name: r.ok for p, r in results.items()}
     assert verdicts == {"empty": False, "good": True, "no_entry": False, "no_toolmd": False}
@@ -801,19 +816,19 @@ def test_it_scans_a_folder_of_tools_and_reports_non_tools(tmp_path: Path) -> Non
 
 def test_it_scans_a_tool_folder_and_a_toolmd(tmp_path: Path) -> None:
     folder = write_tool(tmp_path / "t", files_for(*BASE))
-    assert [r.ok for _, r in scan([folder, folder / "TOOL.md"])] == [True, True]
+    assert [r.ok for _, r in scan([folder, folder / "TOOL.md"], context=NO_CONSOLE)] == [True, True]
 
 
 def test_it_scans_a_toolmd_without_a_tool_folder(tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     path.write_text(toolmd("name: x", "description: D."))
-    [(label, result)] = scan([path])
+    [(label, result)] = scan([path], context=NO_CONSOLE)
     assert label == str(path) and result.ok
 
 
 def test_it_reports_missing_and_empty_paths(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    results = list(scan([tmp_path / "missing", tmp_path / "empty"]))
+    results = list(scan([tmp_path / "missing", tmp_path / "empty"], context=NO_CONSOLE))
     assert [r.errors[0].key for _, r in results] == ["path", "path"]
 
 
@@ -899,7 +914,7 @@ def test_it_reports_a_python_syntax_error_at_its_line(source, expected):
 
     files = tool_files("p", "python", source=source)
 
-    result = validate_files(files, "p/TOOL.md")
+    result = validate_files(files, "p/TOOL.md", context=NO_CONSOLE)
 
     assert result.manifest is None
     shown = [str(p) for p in result.problems]
@@ -915,7 +930,9 @@ def test_it_parses_python_it_never_runs(tmp_path):
     marker = tmp_path / "ran"
     source = f"open({str(marker)!r}, 'w').write('x')\ndef execute(a, b, c, d):\n    pass\n"
 
-    result = validate_files(tool_files("p", "python", source=source), "p/TOOL.md")
+    result = validate_files(
+        tool_files("p", "python", source=source), "p/TOOL.md", context=NO_CONSOLE
+    )
 
     assert result.manifest is not None and not marker.exists()
 
@@ -924,16 +941,16 @@ def test_it_knows_mcp_annotations_and_checks_them():
     from tests.conftest import tool_files
 
     good = tool_files("a", extra={"annotations": {"readOnlyHint": True, "idempotentHint": False}})
-    result = validate_files(good, "a/TOOL.md")
+    result = validate_files(good, "a/TOOL.md", context=NO_CONSOLE)
     assert result.manifest is not None and result.problems == []
     assert result.manifest.extra["annotations"] == {"readOnlyHint": True, "idempotentHint": False}
 
     odd = tool_files("a", extra={"annotations": {"readOnlyHint": "yes", "fastHint": True}})
-    problems = [str(p) for p in validate_files(odd, "a/TOOL.md").problems]
+    problems = [str(p) for p in validate_files(odd, "a/TOOL.md", context=NO_CONSOLE).problems]
     assert any(
         "annotations.readOnlyHint: must be true or false, got a string" in p for p in problems
     )
     assert any("annotations.fastHint: warning: unknown hint is ignored" in p for p in problems)
 
     flat = tool_files("a", extra={"annotations": ["readOnlyHint"]})
-    assert validate_files(flat, "a/TOOL.md").manifest is None
+    assert validate_files(flat, "a/TOOL.md", context=NO_CONSOLE).manifest is None

@@ -24,7 +24,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -33,6 +33,8 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ALLOW_SETTING = "CONSOLE_TOOL_NETWORK_ALLOW"
+# The source an exception of the System page (models.EgressException) names in decisions.
+ADMIN_SOURCE = "the System page"
 # What a refusal tells the person who sees it.
 ALLOW_HINT = f"an admin adds it under Network egress on the System page, or to {ALLOW_SETTING}"
 
@@ -190,6 +192,28 @@ def url_allows(url: str, source: str) -> tuple[Allow, ...]:
     if not parts.hostname or port is None:
         return ()
     return tuple(Allow(ipaddress.ip_network(ip), port, source) for ip in resolve(parts.hostname))
+
+
+def admin_allows(entries: Iterable[str]) -> tuple[Allow, ...]:
+    """The System page's exceptions as allow entries. A row that no longer parses (it was
+    checked when added) is skipped rather than failing runs."""
+    allows: list[Allow] = []
+    for entry in entries:
+        try:
+            allows += parse_allow(entry, source=ADMIN_SOURCE)
+        except PolicyError:
+            continue
+    return tuple(allows)
+
+
+def integration_allows(urls: Mapping[str, Iterable[str]]) -> tuple[Allow, ...]:
+    """The exact host and port of integrations' URL values ({slug: URLs}), resolved."""
+    return tuple(
+        allow
+        for slug, values in urls.items()
+        for url in values
+        for allow in url_allows(url, f"integration {slug}")
+    )
 
 
 @dataclass(frozen=True)

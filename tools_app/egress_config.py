@@ -6,26 +6,40 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from tools_app import egress
 from tools_app.checks import ConsoleWarning, Level, warning_source
 
-
-def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
-    """The exact host and port of the URL fields of the declared, enabled integrations
-    (e.g. a SearXNG at http://127.0.0.1:8888): only the tool declaring them reaches them."""
-    from tools_app import integrations
+if TYPE_CHECKING:
     from tools_app.models import Integration
 
-    allows: list[egress.Allow] = []
-    for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
-        for spec in integrations.fields_of(integration):
+
+def integration_urls(integrations: Iterable[Integration]) -> dict[str, tuple[str, ...]]:
+    """{slug: the values of its non-secret URL fields} (e.g. a SearXNG at
+    http://127.0.0.1:8888), what egress.integration_allows opens for the tools declaring it."""
+    from tools_app.integrations.fields import fields_of
+
+    urls: dict[str, tuple[str, ...]] = {}
+    for integration in integrations:
+        values = []
+        for spec in fields_of(integration):
             value = (integration.values or {}).get(spec.name) or spec.default
             if spec.kind == "url" and not spec.secret and value:
-                allows += egress.url_allows(value, f"integration {integration.slug}")
-    return tuple(allows)
+                values.append(value)
+        urls[integration.slug] = tuple(values)
+    return urls
+
+
+def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
+    """The exact host and port of the URL fields of the declared, enabled integrations:
+    only the tool declaring them reaches them."""
+    from tools_app.models import Integration
+
+    enabled = Integration.objects.enabled().filter(slug__in=list(slugs))
+    return egress.integration_allows(integration_urls(enabled))
 
 
 def admin_entries() -> list[str]:
@@ -36,17 +50,8 @@ def admin_entries() -> list[str]:
 
 
 def admin_allows(entries: list[str] | None = None) -> tuple[egress.Allow, ...]:
-    """The System page's exceptions (`entries`, or read now) as allow entries. A row that
-    no longer parses (it was checked when added) is skipped rather than failing runs."""
-    from tools_app.models.egress import SOURCE
-
-    allows: list[egress.Allow] = []
-    for entry in admin_entries() if entries is None else entries:
-        try:
-            allows += egress.parse_allow(entry, source=SOURCE)
-        except egress.PolicyError:
-            continue
-    return tuple(allows)
+    """The System page's exceptions (`entries`, or read now) as allow entries."""
+    return egress.admin_allows(admin_entries() if entries is None else entries)
 
 
 def tool_policy(slugs: Iterable[str], admin: list[str] | None = None) -> egress.Policy:

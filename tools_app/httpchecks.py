@@ -17,6 +17,11 @@ toolmd.validate_files, so by validate_tools, editor saves, sync, import and publ
   "unverified output" error naming it.
 
 Samples: `samples/*.json`, each {"source": "<doc URL or run id>", "status": 200, "body": ...}.
+
+What the first two checks know of this console (its host names and ports, the allow lists,
+the integrations) comes in a ValidationContext, which the Django layer builds
+(tools_app/validation_context.py): this module, like the TOOL.md parser, reads neither the
+settings nor the database.
 """
 
 from __future__ import annotations
@@ -24,25 +29,56 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import jmespath
+from django.utils.http import is_same_domain
 
 from tools_app import egress, nesting
-from tools_app.toolmd import ERROR, Manifest, Problem
+from tools_app.strictyaml import ERROR, Problem
+
+if TYPE_CHECKING:  # toolmd calls check(); a Manifest is only passed through here
+    from tools_app.toolmd import Manifest
 
 SAMPLE_KEYS = ("source", "status", "body")
 
 
+@dataclass(frozen=True)
+class ValidationContext:
+    """What checking a kind: http tool knows of this console. The default knows nothing
+    (no allowed hosts, allow list or integration), for checks away from any console. The
+    console's own (validation_context()) reads its database parts only when first used."""
+
+    # settings.ALLOWED_HOSTS: the console's own host names.
+    allowed_hosts: tuple[str, ...] = ()
+    # The ports the console answers on: CONSOLE_PUBLIC_URL's, else dev.py's 8000.
+    console_ports: frozenset[int] = frozenset({8000})
+    # settings.TOOL_NETWORK_ALLOW and settings.TOOL_DNS, as written (egress.build reads them).
+    network_allow: str = ""
+    dns: str = ""
+    # The System page's exceptions as stored, parsed (and resolved) only for an http tool.
+    admin_entries: Sequence[str] = ()
+    # {slug: its non-secret URL values} of each enabled integration, in slug order.
+    integration_urls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # {slug: the names a hidden input may take to be filled by it}: every integration's,
+    # and every integration type's (for an integration not created yet).
+    integration_fields: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
 def check(
-    manifest: Manifest, files: Mapping[str, bytes], toolmd_path: str, lines: Mapping[str, int]
+    manifest: Manifest,
+    files: Mapping[str, bytes],
+    toolmd_path: str,
+    lines: Mapping[str, int],
+    context: ValidationContext,
 ) -> list[Problem]:
     folder = toolmd_path.rsplit("/", 1)[0] if "/" in toolmd_path else ""
     samples, problems = read_samples(files, folder)
-    problems += boundary_problems(manifest, toolmd_path, lines.get("request.url", 1))
-    problems += reachability_problems(manifest, toolmd_path, lines)
+    problems += boundary_problems(manifest, toolmd_path, lines.get("request.url", 1), context)
+    problems += reachability_problems(manifest, toolmd_path, lines, context)
     problems += unverified_outputs(manifest, samples, toolmd_path, lines)
     return problems
 
@@ -117,25 +153,24 @@ def ip_spelling(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
     return None
 
 
-def _own_host(host: str) -> bool:
-    from django.conf import settings
-    from django.http.request import validate_host
-
+def _own_host(host: str, context: ValidationContext) -> bool:
     host = host.lower().rstrip(".")
     if host == "localhost" or host.endswith(".localhost"):
         return True
-    # "*" allows any Host header; it names no host of ours.
-    patterns = [h for h in settings.ALLOWED_HOSTS if h != "*"]
-    return validate_host(host, patterns)
+    # "*" allows any Host header; it names no host of ours. (Django's validate_host.)
+    return any(is_same_domain(host, h) for h in context.allowed_hosts if h != "*")
 
 
-def _policy(manifest: Manifest) -> egress.Policy:
-    from tools_app.egress_config import tool_policy
+def tool_policy(manifest: Manifest, context: ValidationContext) -> egress.Policy:
+    """What egress_config.tool_policy gives a run of the tool, from the context."""
+    slugs = manifest.integrations
+    urls = {s: urls for s, urls in context.integration_urls.items() if s in slugs}
+    extra = egress.integration_allows(urls) if slugs else ()
+    allows = (*egress.admin_allows(context.admin_entries), *extra)
+    return egress.build(context.network_allow, allows, context.dns)
 
-    return tool_policy(manifest.integrations)
 
-
-def boundary_problem(manifest: Manifest) -> str | None:
+def boundary_problem(manifest: Manifest, context: ValidationContext) -> str | None:
     """Why the request's URL is out of bounds for this console, or None."""
     assert manifest.request is not None
     parts = urlsplit(manifest.request["url"])
@@ -146,13 +181,13 @@ def boundary_problem(manifest: Manifest) -> str | None:
         return "has an invalid port"
     ip = ip_spelling(host)
     try:
-        policy = _policy(manifest)
+        policy = tool_policy(manifest, context)
     except egress.PolicyError as exc:
         return f"the egress policy is invalid: {exc}"
-    own = _own_host(host) or (ip is not None and _own_host(str(ip)))
+    own = _own_host(host, context) or (ip is not None and _own_host(str(ip), context))
     # A service an admin allowed by address and port on the console's host (a SearXNG on
     # 127.0.0.1:8888) is not the console; the console's own port never is allowed.
-    if own and (port in console_ports() or not _named_exactly(policy, host, ip, port)):
+    if own and (port in context.console_ports or not _named_exactly(policy, host, ip, port)):
         return (
             f"{host!r} is this console's own host: a tool never calls back into the console "
             f"(another service on this host: allow its address and port, here {port}, on "
@@ -176,19 +211,6 @@ def boundary_problem(manifest: Manifest) -> str | None:
     return None
 
 
-def console_ports() -> set[int]:
-    """The ports the console itself answers on: CONSOLE_PUBLIC_URL's, else dev.py's 8000."""
-    from django.conf import settings
-
-    url = urlsplit(settings.PUBLIC_URL) if settings.PUBLIC_URL else None
-    if url is None or not url.hostname:
-        return {8000}
-    try:
-        return {url.port or (443 if url.scheme == "https" else 80)}
-    except ValueError:
-        return {8000}
-
-
 def _named_exactly(policy: egress.Policy, host: str, ip, port: int) -> bool:
     """An allow entry with this port names every address `host` stands for."""
     addresses = [ip] if ip is not None else egress.resolve(host)
@@ -198,49 +220,33 @@ def _named_exactly(policy: egress.Policy, host: str, ip, port: int) -> bool:
     )
 
 
-def boundary_problems(manifest: Manifest, toolmd_path: str, line: int) -> list[Problem]:
-    problem = boundary_problem(manifest)
+def boundary_problems(
+    manifest: Manifest, toolmd_path: str, line: int, context: ValidationContext
+) -> list[Problem]:
+    problem = boundary_problem(manifest, context)
     return [Problem(toolmd_path, line, "request.url", problem)] if problem else []
 
 
 # --- Param reachability -------------------------------------------------------------------
 
 
-def integration_field_names(slug: str) -> set[str] | None:
-    """The names a hidden input may take to be filled by integration `slug`: its fields'
-    names and lower-cased variables. None when no such integration or type exists."""
-    from tools_app.integrations.fields import fields_of
-    from tools_app.integrations.types import integration_types
-    from tools_app.models import Integration
-
-    integration = Integration.objects.filter(slug=slug).first()
-    if integration is not None:
-        specs = fields_of(integration)
-    else:
-        itype = integration_types().get(slug)
-        if itype is None:
-            return None
-        specs = itype.fields
-    return {spec.name for spec in specs} | {spec.env.lower() for spec in specs}
-
-
-def hidden_source(manifest: Manifest, name: str) -> str | None:
+def hidden_source(manifest: Manifest, name: str, context: ValidationContext) -> str | None:
     """The declared integration that fills hidden input `name`, or None."""
     for slug in manifest.integrations:
-        names = integration_field_names(slug)
+        names = context.integration_fields.get(slug)
         if names is not None and name in names:
             return slug
     return None
 
 
 def reachability_problems(
-    manifest: Manifest, toolmd_path: str, lines: Mapping[str, int]
+    manifest: Manifest, toolmd_path: str, lines: Mapping[str, int], context: ValidationContext
 ) -> list[Problem]:
     problems = []
     for name, spec in manifest.inputs.items():
         if spec.visibility != "hidden" or spec.optional or spec.has_default:
             continue
-        if hidden_source(manifest, name) is None:
+        if hidden_source(manifest, name, context) is None:
             declared = ", ".join(manifest.integrations) or "none"
             problems.append(
                 Problem(

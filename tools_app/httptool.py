@@ -46,9 +46,12 @@ import httpcore
 import httpx
 import jmespath
 
-from tools_app import egress, egress_http, http, nesting, toolmd
+from tools_app import egress, egress_http, http, httpchecks, nesting, toolmd
+from tools_app.httpchecks import ValidationContext
+from tools_app.run_setup import RunSetupError, limits_for, work_dir
 from tools_app.runner import Artifact, Redactor, RunOutcome
 from tools_app.toolmd import Manifest
+from tools_app.validation_context import validation_context
 
 MAX_RESPONSE = 10 * 1024 * 1024
 MAX_RESULT_TEXT = 1024 * 1024
@@ -505,14 +508,14 @@ def integration_values(slugs: list[str]) -> tuple[dict[str, dict[str, str]], dic
     return values, labels
 
 
-def fill_hidden(manifest: Manifest, params: dict[str, Any], values: Values) -> None:
+def fill_hidden(
+    manifest: Manifest, params: dict[str, Any], values: Values, context: ValidationContext
+) -> None:
     """Hidden inputs come from the declared integrations (httpchecks documents the rule)."""
-    from tools_app.httpchecks import hidden_source
-
     for name, spec in manifest.inputs.items():
         if spec.visibility != "hidden":
             continue
-        slug = hidden_source(manifest, name)
+        slug = httpchecks.hidden_source(manifest, name, context)
         if slug is None:
             if not spec.optional and not spec.has_default:
                 raise HttpToolError(f"hidden input {name!r}: no declared integration fills it")
@@ -530,8 +533,7 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
     """The `perform` a runs.Supervisor calls for a run of an http tool. Setup faults
     (an integration that is missing, a withheld one the request needs, a URL out of bounds)
     become the run's failed result, like a code tool's."""
-    from tools_app import httpchecks, integrations, vault
-    from tools_app.runs import RunSetupError, limits_for, work_dir
+    from tools_app import integrations, vault
 
     granted = list(access.granted)
     withheld = {d.slug: d.notice for d in access.withheld}
@@ -542,7 +544,8 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
     secrets = {**secrets, **labels}
     values = Values(dict(params), found, withheld)
     # Out of bounds now (settings changed since it was saved): never sent.
-    problem = httpchecks.boundary_problem(manifest)
+    context = validation_context()
+    problem = httpchecks.boundary_problem(manifest, context)
     policy = policy_of(granted)
     timeout = limits_for(manifest, run.timeout).timeout
 
@@ -552,7 +555,7 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
             message = f"request.url: {problem}"
         else:
             try:
-                fill_hidden(manifest, values.params, values)
+                fill_hidden(manifest, values.params, values, context)
                 message = ""
             except HttpToolError as exc:
                 message = str(exc)

@@ -30,8 +30,10 @@ from django.db import transaction
 
 from tools_app import bundle, toolmd
 from tools_app.audit import Actor, record
+from tools_app.httpchecks import ValidationContext
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
+from tools_app.validation_context import validation_context
 from tools_app.versions import publish_version, save_version
 
 MAX_FILES = 1000  # entries in one zip, folders not counted
@@ -301,7 +303,7 @@ def read_dir(path: Path) -> list[ToolImport]:
 # --- Validating and importing -------------------------------------------------------------
 
 
-def validate(tools: list[ToolImport]) -> list[ToolImport]:
+def validate(tools: list[ToolImport], context: ValidationContext) -> list[ToolImport]:
     """Fill in every tool's problems (limits, TOOL.md, entry file, names)."""
     for tool in tools:
         if tool.problems:  # already validated, or unreadable
@@ -332,7 +334,7 @@ def validate(tools: list[ToolImport]) -> list[ToolImport]:
             for message in names or [collision]:
                 tool.problems.append(toolmd.Problem(label, 1, "files", message))
             continue
-        tool.problems += toolmd.validate_files(tool.files, tool.folder).problems
+        tool.problems += toolmd.validate_files(tool.files, tool.folder, context=context).problems
     return tools
 
 
@@ -344,7 +346,8 @@ def import_tools(
     origin: str = "",
 ) -> list[ImportLine]:
     """Import every tool or none: raises ImportRefused when any tool is invalid."""
-    validate(tools)
+    context = validation_context()  # read once for every tool
+    validate(tools, context)
     if not tools:
         raise ImportRefused([])
     if not all(tool.ok for tool in tools):
@@ -363,12 +366,13 @@ def import_tools(
                 source=VersionSource.IMPORT,
                 note=note,
                 publish=publish,
+                context=context,
             )
             version = saved.version
             published = False
             if publish:
                 if not saved.created and version.pk != version.tool.published_version_id:
-                    publish_version(version, actor=actor)
+                    publish_version(version, actor=actor, context=context)
                 published = True
             if not saved.created:
                 status = "unchanged"

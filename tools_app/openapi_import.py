@@ -45,6 +45,7 @@ from tools_app import nesting, strictyaml, toolmd
 from tools_app.audit import Actor, record
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
+from tools_app.validation_context import validation_context
 from tools_app.versions import InvalidTool, save_version, validate
 
 MAX_DOCUMENT = 10 * 1024 * 1024  # bytes; checked before parsing
@@ -1090,6 +1091,7 @@ def plan(
     if not ops:
         raise OpenApiError("the document has no operations to import")
     builder = _Builder(document, Resolver(document), origin, server)
+    context = validation_context()  # read once for every operation
     drafts: list[Draft] = []
     lines: list[Line] = []
     names: dict[str, str] = {}
@@ -1122,7 +1124,7 @@ def plan(
             lines.append(Line(op.key, "invalid", name, detail))
             continue
         if not draft.skipped:
-            result = validate(name, draft.files)
+            result = validate(name, draft.files, context)
             if result.errors:
                 detail = "; ".join(f"{p.key}: {p.message}" for p in result.errors[:5])
                 lines.append(Line(op.key, "invalid", name, detail))
@@ -1160,6 +1162,7 @@ def describe(draft: Draft) -> str:
 def import_drafts(drafts: list[Draft], *, actor: Actor, origin: str) -> list[Line]:
     """Save every draft as a new tool's first version, all or none (one transaction)."""
     lines: list[Line] = []
+    context = validation_context()
     with transaction.atomic():
         for draft in drafts:
             if draft.skipped:
@@ -1176,6 +1179,7 @@ def import_drafts(drafts: list[Draft], *, actor: Actor, origin: str) -> list[Lin
                     actor=actor,
                     source=VersionSource.IMPORT,
                     note=f"imported from OpenAPI {origin}: {draft.operation.key}",
+                    context=context,
                 )
             except InvalidTool as exc:  # plan() validated it; settings may have changed since
                 line = Line(draft.operation.key, "invalid", draft.name, str(exc))

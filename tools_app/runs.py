@@ -37,11 +37,11 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from celery import current_app
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import storages
 from django.db import DatabaseError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from tools_app import (
@@ -62,6 +62,7 @@ from tools_app.checks import ConsoleWarning, warning_source
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.models.tools import Language, decode_files
+from tools_app.run_setup import RunSetupError, limits_for, work_dir
 from tools_app.runner import privilege, standby, teardown, tsstrip
 from tools_app.toolmd import Manifest
 
@@ -77,6 +78,9 @@ SENSITIVE_LABEL = "{{{{input.{name}}}}}"
 WARM_VERSIONS = 500
 WARM_CHUNK = 50
 
+# The name tools_app/tasks.py registers execute_run under (and the worker knows it by).
+EXECUTE_RUN_TASK = "tools_app.tasks.execute_run"
+
 STATUS_OF_OUTCOME = {
     "succeeded": RunStatus.SUCCEEDED,
     "failed": RunStatus.FAILED,
@@ -91,11 +95,6 @@ class InvalidParams(Exception):
     def __init__(self, errors: list[str]) -> None:
         self.errors = errors
         super().__init__("; ".join(errors))
-
-
-class RunSetupError(Exception):
-    """The console cannot start the tool (integration missing, secret unreadable...).
-    The message is safe to show and store: it never holds a secret value."""
 
 
 def error_result(message: str) -> dict[str, Any]:
@@ -234,11 +233,10 @@ def unseal(token: str) -> dict[str, Any]:
 
 def enqueue_run(run_id) -> None:
     """Send the Celery task. A broker that refuses the message fails the run visibly
-    instead of leaving it queued forever."""
-    from tools_app import tasks
-
+    instead of leaving it queued forever. Sent by name, as `.delay` would send it: the
+    task (tools_app/tasks.py) calls into this module, which so never imports it."""
     try:
-        tasks.execute_run.delay(str(run_id))
+        current_app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], ignore_result=True)
     except Exception as exc:
         logger.exception("could not queue run %s", run_id)
         message = (
@@ -313,10 +311,6 @@ def execute_run(
         return None
     run.refresh_from_db()
     return run
-
-
-def work_dir(run: Run) -> Path:
-    return Path(settings.RUNS_WORK_PATH) / str(run.pk)
 
 
 def warm_strip_cache() -> int:
@@ -483,17 +477,6 @@ def materialize(version: ToolVersion, dest: Path) -> Path:
         target.write_bytes(data)
         target.chmod(bundle.file_mode(rel))
     return dest
-
-
-def limits_for(manifest: Manifest, timeout: float | None) -> runner.Limits:
-    return runner.Limits(
-        timeout=float(timeout if timeout is not None else manifest.timeout),
-        memory_mb=settings.RUNNER_MEMORY_MB,
-        max_processes=settings.RUNNER_MAX_PROCESSES,
-        grace_seconds=settings.RUNNER_GRACE_SECONDS,
-        disk_mb=settings.RUNNER_DISK_MB,
-        cpus=settings.RUNNER_CPUS,
-    )
 
 
 @dataclass
@@ -788,12 +771,6 @@ def _lost_cutoff():
     return timezone.now() - timedelta(seconds=settings.RUN_LOST_AFTER_SECONDS)
 
 
-def _stale(cutoff) -> Q:
-    return Q(status=RunStatus.RUNNING) & (
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
-    )
-
-
 def reap_lost_runs(run_ids: list | None = None) -> int:
     """What the periodic reaper does: running runs whose worker died turn `lost`, queued
     runs no worker claimed are sent again, then turn `lost` (reap_unclaimed_runs).
@@ -805,7 +782,7 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
     """Mark running runs whose heartbeat is older than RUN_LOST_AFTER_SECONDS as lost:
     their worker died. Returns how many."""
     cutoff = _lost_cutoff()
-    candidates = Run.objects.filter(_stale(cutoff))
+    candidates = Run.objects.stale(cutoff)
     if run_ids is not None:
         candidates = candidates.filter(pk__in=run_ids)
     reaped = 0
@@ -816,11 +793,15 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
             "any, are unknown: check before running it again."
         )
         # Conditional again: a heartbeat may have arrived since the SELECT.
-        if Run.objects.filter(_stale(cutoff), pk=run.pk).update(
-            status=RunStatus.LOST,
-            error=message,
-            result=error_result(message),
-            finished_at=timezone.now(),
+        if (
+            Run.objects.stale(cutoff)
+            .filter(pk=run.pk)
+            .update(
+                status=RunStatus.LOST,
+                error=message,
+                result=error_result(message),
+                finished_at=timezone.now(),
+            )
         ):
             reaped += 1
             record(
@@ -836,14 +817,6 @@ def _queued_cutoff():
     return timezone.now() - timedelta(seconds=settings.RUN_QUEUED_TIMEOUT_SECONDS)
 
 
-def _unclaimed(cutoff) -> Q:
-    """Queued runs whose message went unanswered for the timeout: never re-sent and
-    created before `cutoff`, or re-sent before it."""
-    return Q(status=RunStatus.QUEUED) & (
-        Q(resent_at__isnull=True, created_at__lt=cutoff) | Q(resent_at__lt=cutoff)
-    )
-
-
 def _duration(seconds: float) -> str:
     if seconds >= 120 and seconds % 60 == 0:
         return f"{int(seconds // 60)} minutes"
@@ -856,7 +829,7 @@ def reap_unclaimed_runs(run_ids: list | None = None) -> int:
     still unclaimed a timeout later, it is marked lost with what to check. Returns how many
     turned lost."""
     cutoff = _queued_cutoff()
-    candidates = Run.objects.filter(_unclaimed(cutoff))
+    candidates = Run.objects.unclaimed(cutoff)
     if run_ids is not None:
         candidates = candidates.filter(pk__in=run_ids)
     timeout = _duration(settings.RUN_QUEUED_TIMEOUT_SECONDS)
@@ -925,7 +898,6 @@ def reap_if_stale(run: Run) -> Run:
 __all__ = [
     "MASK",
     "InvalidParams",
-    "RunSetupError",
     "RunVia",
     "cancel_run",
     "execute_run",

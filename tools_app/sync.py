@@ -13,8 +13,10 @@ from django.conf import settings
 
 from tools_app import bundle, datapath, toolmd
 from tools_app.audit import Actor, record
+from tools_app.httpchecks import ValidationContext
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
+from tools_app.validation_context import validation_context
 from tools_app.versions import InvalidTool, save_version
 
 
@@ -33,7 +35,8 @@ def sync_tools(
 ) -> list[SyncLine]:
     actor = actor or Actor.system()
     seed_tools = Path(seed_dir or settings.SEED_PATH / "tools")
-    lines = [import_seed_tool(path, data_path, actor) for path in _candidates(seed_tools)]
+    context = validation_context()  # read once for every seed tool
+    lines = [import_seed_tool(path, data_path, actor, context) for path in _candidates(seed_tools)]
     results, foreign = datapath.mirror_all(data_path)
     written = {r.name: r for r in results}
     lines = [_note_written(line, written.get(line.name)) for line in lines]
@@ -62,11 +65,13 @@ def _note_written(line: SyncLine, mirror: datapath.MirrorResult | None) -> SyncL
     return SyncLine(line.name, "unchanged", f"rewrote DATA_PATH copy of v{mirror.version}")
 
 
-def import_seed_tool(path: Path, data_path: Path | None, actor: Actor) -> SyncLine:
+def import_seed_tool(
+    path: Path, data_path: Path | None, actor: Actor, context: ValidationContext
+) -> SyncLine:
     name = path.name
     if not path.is_dir():
         return SyncLine(name, "skipped", "not a folder")
-    result = toolmd.validate_tool_dir(path)
+    result = toolmd.validate_tool_dir(path, context=context)
     if not result.ok:
         return SyncLine(name, "invalid", "; ".join(str(p) for p in result.errors))
     try:
@@ -88,6 +93,7 @@ def import_seed_tool(path: Path, data_path: Path | None, actor: Actor) -> SyncLi
             note=f"seed v{seed_number}",
             number=seed_number,
             publish=True,
+            context=context,
         )
     except InvalidTool as exc:
         return SyncLine(name, "invalid", str(exc))

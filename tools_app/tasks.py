@@ -11,7 +11,7 @@ from celery import shared_task
 from tools_app import runs
 
 
-@shared_task(name="tools_app.tasks.execute_run", ignore_result=True)
+@shared_task(name=runs.EXECUTE_RUN_TASK, ignore_result=True)
 def execute_run(run_id: str) -> None:
     runs.execute_run(run_id, reload=False)
 

@@ -37,7 +37,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from tools_app import bundle, jssyntax, strictyaml
+from tools_app import bundle, httpchecks, jssyntax, strictyaml
+from tools_app.httpchecks import ValidationContext
 from tools_app.strictyaml import ERROR, WARNING, Problem
 
 LANGUAGES = ("typescript", "javascript", "bash", "python")
@@ -896,7 +897,7 @@ def _check_request(
 
 def url_shape_problem(url: str) -> str | None:
     """Why `url` is no absolute http(s) URL with a literal host, or None. (Which hosts
-    may be reached is httpchecks' request boundary, which knows the console's settings.)"""
+    may be reached is httpchecks' request boundary, given what it knows of the console.)"""
     if len(url) > MAX_URL:
         return f"is longer than {MAX_URL} characters"
     if any(ch.isspace() or ord(ch) < 32 for ch in url):
@@ -1146,12 +1147,15 @@ def _folder_and_toolmd(path: str) -> tuple[str, str]:
     return posix.name, f"{path.rstrip('/')}/TOOL.md"
 
 
-def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
+def validate_files(
+    files: Mapping[str, bytes], path: str, *, context: ValidationContext
+) -> ParseResult:
     """Validate an in-memory tool folder {relative path: bytes}.
 
     `path` names the folder (`tools/web_fetch`) or its TOOL.md (`tools/web_fetch/TOOL.md`);
     the folder's last component is the name the manifest must carry. The folder must also
-    be within bundle's limits (file count and sizes, safe paths)."""
+    be within bundle's limits (file count and sizes, safe paths). `context` is what a
+    kind: http tool's checks know of the console (tools_app/validation_context.py)."""
     folder_name, toolmd_path = _folder_and_toolmd(path)
     problems: list[Problem] = []
     try:
@@ -1169,10 +1173,8 @@ def validate_files(files: Mapping[str, bytes], path: str) -> ParseResult:
             return ParseResult(None, problems)
         return ParseResult(None, problems + _missing_entry_for_text(files, toolmd_path))
     if result.manifest.kind == "http":
-        from tools_app import httpchecks  # the checks that know the console's settings
-
         problems += _http_entry_problems(files, toolmd_path)
-        problems += httpchecks.check(result.manifest, files, toolmd_path, result.lines)
+        problems += httpchecks.check(result.manifest, files, toolmd_path, result.lines, context)
     else:
         problems += _entry_problems(files, result.manifest.language, toolmd_path, 1)
         problems += _samples_in_code_tool(files, toolmd_path)
@@ -1263,7 +1265,7 @@ def _entry_problems(
     return [Problem(toolmd_path, line, "entry", message)]
 
 
-def validate_tool_dir(path: Path) -> ParseResult:
+def validate_tool_dir(path: Path, *, context: ValidationContext) -> ParseResult:
     """Validate a tool folder on disk (read through bundle's limits and refusals)."""
     path = Path(path)
     try:
@@ -1273,14 +1275,16 @@ def validate_tool_dir(path: Path) -> ParseResult:
         return ParseResult(None, [problem])
     # "." or ".." carry no folder name; the resolved path does.
     label = str(path) if path.name not in ("", "..") else str(path.resolve())
-    return validate_files(files, label)
+    return validate_files(files, label, context=context)
 
 
 def _is_junk(path: Path) -> bool:
     return path.name in bundle.JUNK_NAMES or path.name.startswith(".")
 
 
-def scan(paths: Iterable[Path | str]) -> Iterator[tuple[str, ParseResult]]:
+def scan(
+    paths: Iterable[Path | str], *, context: ValidationContext
+) -> Iterator[tuple[str, ParseResult]]:
     """Validate each path: a tool folder, a TOOL.md, or a folder of tool folders.
 
     Yields (tool path, result) for every tool found, and for every folder in a folder of
@@ -1293,7 +1297,7 @@ def scan(paths: Iterable[Path | str]) -> Iterator[tuple[str, ParseResult]]:
             yield label, ParseResult(None, [problem])
         elif path.is_file():
             if path.name == "TOOL.md":
-                yield str(path.parent), validate_tool_dir(path.parent)
+                yield str(path.parent), validate_tool_dir(path.parent, context=context)
             else:
                 yield label, _parse_file(path, label)
         elif (path / "TOOL.md").exists() or not _subfolders(path):
@@ -1302,10 +1306,10 @@ def scan(paths: Iterable[Path | str]) -> Iterator[tuple[str, ParseResult]]:
                 problem = Problem(label, 1, "path", "is empty: no TOOL.md and no tool folders")
                 yield label, ParseResult(None, [problem])
             else:
-                yield label, validate_tool_dir(path)
+                yield label, validate_tool_dir(path, context=context)
         else:
             for child in _subfolders(path):
-                yield str(child), validate_tool_dir(child)
+                yield str(child), validate_tool_dir(child, context=context)
 
 
 def _subfolders(path: Path) -> list[Path]:

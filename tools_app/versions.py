@@ -15,8 +15,10 @@ from django.utils import timezone
 
 from tools_app import bundle, datapath, toolmd
 from tools_app.audit import Actor, record
+from tools_app.httpchecks import ValidationContext
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files
+from tools_app.validation_context import validation_context
 
 
 class InvalidTool(Exception):
@@ -41,8 +43,10 @@ class SaveResult:
     created: bool
 
 
-def validate(name: str, files: Mapping[str, bytes]) -> toolmd.ParseResult:
-    return toolmd.validate_files(files, f"{name}/TOOL.md")
+def validate(
+    name: str, files: Mapping[str, bytes], context: ValidationContext
+) -> toolmd.ParseResult:
+    return toolmd.validate_files(files, f"{name}/TOOL.md", context=context)
 
 
 def save_version(
@@ -55,15 +59,19 @@ def save_version(
     base: int | None = None,
     number: int | None = None,
     publish: bool = False,
+    context: ValidationContext | None = None,
 ) -> SaveResult:
     """Store `files` as the next version of tool `name` (created if new).
 
     The version number is the highest so far plus one and is written into the frontmatter,
     unless `number` is given (seed imports keep their own number). Saving content equal to
     the latest version returns it unchanged. With `base`, a newer latest version raises
-    VersionConflict instead of silently overwriting someone's work."""
+    VersionConflict instead of silently overwriting someone's work. `context`: what the
+    checks know of the console, read now when not given (a caller saving many tools reads
+    it once)."""
+    context = validation_context() if context is None else context
     files = {bundle.safe_relpath(path): data for path, data in files.items()}
-    result = validate(name, files)
+    result = validate(name, files, context)
     if not result.ok:
         raise InvalidTool(result.errors)
 
@@ -87,7 +95,7 @@ def save_version(
         elif latest is not None and number <= latest.number:
             raise ValueError(f"{name}: version {number} is not above {latest.number}")
 
-        parsed = validate(name, files)
+        parsed = validate(name, files, context)
         if not parsed.ok:  # rewriting the version cannot break a valid file, but be sure
             raise InvalidTool(parsed.errors)
         toolmd_text = files["TOOL.md"].decode("utf-8-sig")
@@ -116,7 +124,7 @@ def save_version(
             {"version": number, "sha256": version.sha256, "source": source},
         )
         if publish:
-            publish_version(version, actor=actor)
+            publish_version(version, actor=actor, context=context)
     return SaveResult(version, created=True)
 
 
@@ -130,13 +138,16 @@ def _same_content(files: Mapping[str, bytes], latest: ToolVersion) -> bool:
     return bundle.canonical_sha256(candidate) == latest.sha256
 
 
-def publish_version(version: ToolVersion, *, actor: Actor) -> None:
+def publish_version(
+    version: ToolVersion, *, actor: Actor, context: ValidationContext | None = None
+) -> None:
     """Make `version` the one agents get, and mirror it into DATA_PATH/tools.
 
     An http tool is checked again first (raises InvalidTool): its request boundary depends
     on settings (the allow list, ALLOWED_HOSTS) that may have changed since it was saved."""
     if version.manifest.get("kind") == "http":
-        result = validate(version.tool.name, version.file_bytes())
+        context = validation_context() if context is None else context
+        result = validate(version.tool.name, version.file_bytes(), context)
         if not result.ok:
             raise InvalidTool(result.errors)
     with transaction.atomic():

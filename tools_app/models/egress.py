@@ -3,9 +3,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-# The source an exception of this table names in decisions ("allowed by ...").
-SOURCE = "the System page"
-
 
 class EgressExceptionQuerySet(models.QuerySet):
     def entries(self) -> list[str]:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from tools_app.progress import Progress
 
@@ -37,6 +39,22 @@ class RunVia(models.TextChoices):
 class RunQuerySet(models.QuerySet):
     def active(self) -> RunQuerySet:
         return self.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
+
+    def stale(self, cutoff: datetime) -> RunQuerySet:
+        """Running runs whose worker last beat (or, never having beaten, started) before
+        `cutoff`: their worker died (tools_app/runs.py reaps them)."""
+        return self.filter(
+            Q(status=RunStatus.RUNNING)
+            & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
+        )
+
+    def unclaimed(self, cutoff: datetime) -> RunQuerySet:
+        """Queued runs whose message went unanswered for the timeout: never re-sent and
+        created before `cutoff`, or re-sent before it."""
+        return self.filter(
+            Q(status=RunStatus.QUEUED)
+            & (Q(resent_at__isnull=True, created_at__lt=cutoff) | Q(resent_at__lt=cutoff))
+        )
 
 
 class Run(models.Model):

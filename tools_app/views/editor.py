@@ -46,6 +46,7 @@ from tools_app.forms.runs import RunForm
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
+from tools_app.validation_context import validation_context
 from tools_app.versions import (
     InvalidTool,
     VersionConflict,
@@ -384,7 +385,7 @@ def tool_validate(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 
 def _all_problems(name: str, files: Mapping[str, bytes]) -> list[toolmd.Problem]:
-    result = toolmd.validate_files(files, f"{name}/TOOL.md")
+    result = toolmd.validate_files(files, f"{name}/TOOL.md", context=validation_context())
     problems = list(result.problems)
     if result.manifest is not None:
         problems += staticcheck.check_tool(name, files, result.manifest)

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tools_app.toolmd import scan
+from tools_app.validation_context import validation_context
 
 
 class Command(BaseCommand):
@@ -24,7 +25,7 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"{missing[0]}: no such file or folder", returncode=2)
         checked = invalid = warnings = 0
-        for label, result in scan(paths):
+        for label, result in scan(paths, context=validation_context()):
             checked += 1
             invalid += not result.ok
             warnings += len(result.warnings)

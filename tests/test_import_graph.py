@@ -1,0 +1,200 @@
+"""No import loops between the project's modules (docs/development.md): every import counts,
+top-level or inside a function, because an import placed in a function only hides a loop
+until the day someone moves it. And the TOOL.md parser stays free of Django: it gets what it
+needs to know as an argument (tools_app/validation_context.py builds it), never from
+settings or the database."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("tools_app", "console")
+
+# Modules the parser must reach neither directly nor through other project modules.
+PURE = ("tools_app.toolmd", "tools_app.httpchecks")
+FORBIDDEN = ("django.conf", "tools_app.models", "tools_app.integrations")
+
+
+def module_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """`if TYPE_CHECKING:` never runs, so what it imports is no edge of the graph."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(node: ast.AST):
+    """Every node of the tree, function bodies included, minus `if TYPE_CHECKING:` bodies."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            yield from (n for stmt in child.orelse for n in [stmt, *_walk(stmt)])
+            continue
+        yield child
+        yield from _walk(child)
+
+
+def imported_names(module: str, path: Path, modules: set[str]) -> set[str]:
+    """Dotted names this module imports. `from a import b` imports the module `a.b` when there
+    is one, else the name `b` of `a` (so `a` itself); a relative import is resolved against
+    the package."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            submodules = {f"{source}.{alias.name}" for alias in node.names}
+            names.update(submodules & modules)
+            if submodules - modules:
+                names.add(source)
+    return names
+
+
+def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(edges between project modules, every outside module each one imports)."""
+    files = module_files()
+    edges: dict[str, set[str]] = {}
+    outside: dict[str, set[str]] = {}
+    for module, path in files.items():
+        names = imported_names(module, path, set(files))
+        edges[module] = {n for n in names if n in files and n != module}
+        outside[module] = {n for n in names if n.split(".")[0] not in PACKAGES}
+    return edges, outside
+
+
+def loops(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan): the modules
+    that import each other, directly or through the others."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """One loop per component, as a path that comes back to where it started."""
+    return [_cycle_in(component, edges) for component in loops(edges)]
+
+
+def _cycle_in(component: set[str], edges: dict[str, set[str]]) -> list[str]:
+    """The shortest loop through the component's first module (breadth-first)."""
+    start = min(component)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in sorted(edges[node] & component):
+            if target == start:
+                return [*paths[node], start]
+            if target not in paths:
+                paths[target] = [*paths[node], target]
+                queue.append(target)
+    raise AssertionError(f"no loop in {component}")  # pragma: no cover
+
+
+def reachable(start: str, edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Every project module `start` imports, directly or not, with the path that leads there."""
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in sorted(edges[node]):
+            if target not in paths:
+                paths[target] = [*paths[node], target]
+                queue.append(target)
+    return paths
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_it_has_no_import_loop():
+    edges, _ = import_graph()
+    found = [
+        f"{len(component)} modules ({', '.join(sorted(component))}), e.g. "
+        + " -> ".join(_cycle_in(component, edges))
+        for component in loops(edges)
+    ]
+    assert not found, "import loops:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_it_keeps_the_toolmd_parser_free_of_django_state(module):
+    edges, outside = import_graph()
+    paths = reachable(module, edges)  # breadth-first: the first hit is the shortest path
+    bad = []
+    for forbidden in FORBIDDEN:
+        for reached, path in paths.items():
+            if _within(reached, forbidden):
+                bad.append(" -> ".join(path))
+                break
+            if any(_within(name, forbidden) for name in outside[reached]):
+                bad.append(" -> ".join([*path, forbidden]))
+                break
+    assert not bad, f"{module} reaches Django state:\n" + "\n".join(bad)
+
+
+def test_it_sees_imports_inside_functions_and_relative_ones(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg import c\n"
+        "def f():\n    from . import b\n"
+    )
+    (package / "b.py").write_text("class K:\n    def m(self):\n        from .a import f\n")
+    modules = {"pkg", "pkg.a", "pkg.b", "pkg.c"}
+    assert imported_names("pkg.a", package / "a.py", modules) == {"typing", "pkg.b"}
+    assert imported_names("pkg.b", package / "b.py", modules) == {"pkg.a"}
+    edges = {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": set()}
+    assert cycles(edges) == [["pkg.a", "pkg.b", "pkg.a"]]
+    assert cycles({"pkg.a": {"pkg.b"}, "pkg.b": set()}) == []
