@@ -28,6 +28,30 @@ def browser() -> Iterator:
         yield browser
 
 
+# Counts htmx's history restores on <html> (which a restore leaves in place), so that each
+# Back or Forward is waited for before the next: two quick ones over entries with the same
+# address (Filter pushes one) are otherwise not told apart by the address alone.
+COUNT_RESTORES = """
+document.addEventListener("htmx:historyRestore", () => {
+  const html = document.documentElement;
+  html.dataset.restores = String(Number(html.dataset.restores || 0) + 1);
+});
+"""
+
+
+def restores(page) -> int:
+    return int(page.locator("html").get_attribute("data-restores") or 0)
+
+
+def back(page, forward: bool = False) -> None:
+    """Back (or Forward) and wait until htmx has restored the page it leads to."""
+    from playwright.sync_api import expect
+
+    done = restores(page) + 1
+    page.go_forward() if forward else page.go_back()
+    expect(page.locator("html")).to_have_attribute("data-restores", str(done))
+
+
 def query(url: str) -> dict[str, str]:
     """The address's filters, without the empty ones."""
     return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items() if v[0]}
@@ -90,6 +114,7 @@ def test_runs_back_and_forward_keep_the_filters_the_list_shows(
     viewport = VIEWPORTS[size]
     with browser_context(live_server, user=viewer, viewport=viewport, browser=browser) as ctx:
         page = ctx.new_page()
+        page.add_init_script(COUNT_RESTORES)
         rows = page.locator("table.runs tbody tr")
         tool, status = page.locator("#id_tool"), page.locator("#id_status")
         page.goto("/runs/")
@@ -106,14 +131,14 @@ def test_runs_back_and_forward_keep_the_filters_the_list_shows(
         page.screenshot(path=str(ARTIFACTS / f"runs-filtered-{size}.png"), full_page=True)
 
         # Back: the list shows alpha's three runs, and so do the dropdowns.
-        page.go_back()
+        back(page)
         page.wait_for_url(at(tool="alpha"))
         expect(rows).to_have_count(3)
         expect(tool).to_have_value("alpha")
         expect(status).to_have_value("")
         page.screenshot(path=str(ARTIFACTS / f"runs-back-{size}.png"), full_page=True)
         # Forward: the failed run, and the dropdowns say so.
-        page.go_forward()
+        back(page, forward=True)
         page.wait_for_url(at(tool="alpha", status="failed"))
         expect(rows).to_have_count(1)
         expect(tool).to_have_value("alpha")
@@ -123,18 +148,18 @@ def test_runs_back_and_forward_keep_the_filters_the_list_shows(
 
         # Back past the failed run (Filter pushed an entry of its own) to alpha's runs, and
         # filter again from there.
-        page.go_back()
+        back(page)
         page.wait_for_url(at(tool="alpha", status="failed"))
-        page.go_back()
+        back(page)
         page.wait_for_url(at(tool="alpha"))
         expect(tool).to_have_value("alpha")
         expect(status).to_have_value("")
         filter_again(page, rows, 3)
 
         # Back to the unfiltered list (the first entry, a full page load's).
-        page.go_back()
+        back(page)
         page.wait_for_url(at(tool="alpha"))
-        page.go_back()
+        back(page)
         page.wait_for_url(lambda url: urlsplit(url).path == "/runs/" and not query(url))
         expect(tool).to_have_value("")
         expect(status).to_have_value("")
@@ -153,6 +178,7 @@ def test_tools_back_keeps_the_search_and_dropdowns_the_list_shows(
     viewport = VIEWPORTS[size]
     with browser_context(live_server, user=viewer, viewport=viewport, browser=browser) as ctx:
         page = ctx.new_page()
+        page.add_init_script(COUNT_RESTORES)
         rows = page.locator("table.tools tbody tr")
         search, integration = page.locator("#id_q"), page.locator("#id_integration")
         page.goto("/tools/")
@@ -168,14 +194,14 @@ def test_tools_back_keeps_the_search_and_dropdowns_the_list_shows(
         expect(rows).to_have_count(2)
 
         apify_only = lambda url: query(url).get("integration") == "apify" and "q" not in query(url)  # noqa: E731
-        page.go_back()
+        back(page)
         page.wait_for_url(apify_only)
         expect(rows).to_have_count(3)
         expect(search).to_have_value("")
         expect(integration).to_have_value("apify")
         page.screenshot(path=str(ARTIFACTS / f"tools-back-{size}.png"), full_page=True)
 
-        page.go_forward()
+        back(page, forward=True)
         page.wait_for_url(lambda url: query(url).get("q") == "status")
         expect(search).to_have_value("status")
         expect(integration).to_have_value("apify")
@@ -183,9 +209,9 @@ def test_tools_back_keeps_the_search_and_dropdowns_the_list_shows(
         filter_again(page, rows, 2)
 
         # Filter pushed an entry: Back twice to the apify tools, and filter from there.
-        page.go_back()
+        back(page)
         page.wait_for_url(lambda url: query(url).get("q") == "status")
-        page.go_back()
+        back(page)
         page.wait_for_url(apify_only)
         expect(search).to_have_value("")
         expect(integration).to_have_value("apify")
