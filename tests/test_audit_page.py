@@ -71,7 +71,28 @@ def test_it_filters_by_actor_action_and_target(console_admin_client, events):
     by_type = rows(console_admin_client.get("/audit/", {"target": "run"}))
     assert sorted(e.action for e in by_type) == ["run.cancel", "run.start"]
     by_name = rows(console_admin_client.get("/audit/", {"target": "alpha"}))
-    assert by_name and all("alpha" in e.target for e in by_name)
+    assert by_name and all("alpha" in e.target or e.target_type == "run" for e in by_name)
+
+
+def test_it_finds_a_tools_runs_and_versions_by_the_name_shown(
+    console_admin_client, events, make_tool
+):
+    """A run is shown as "Run of alpha · 1a2b3c4d" and a version as "alpha v1", though
+    the stored target is the model's str() ("8 1a2b…", "8@1"): the tool's name finds them."""
+    alphabet = make_tool("alphabet")  # one more tool whose name holds "alpha"
+    beta = make_tool("beta")
+    record(Actor.system(), "admin.change", alphabet.published_version, "changed its note")
+    record(Actor.system(), "admin.change", beta.published_version, "changed its note")
+    found = rows(console_admin_client.get("/audit/", {"target": "alpha"}))
+    assert {(e.action, e.target_type) for e in found} >= {
+        ("run.start", "run"),
+        ("run.cancel", "run"),
+        ("tool.publish", "tool"),
+    }
+    assert {e.target_id for e in found if e.target_type == "run"} == {str(events["run"].pk)}
+    assert [e.label for e in found if e.target_type == "toolversion"] == ["alphabet v1"]
+    assert not [e for e in found if "beta" in e.label]
+    assert rows(console_admin_client.get("/audit/", {"target": "gamma"})) == []
 
 
 def test_it_filters_by_date_in_the_console_time_zone(console_admin_client, events):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime
 
 from django import forms
-from django.db.models import Q, QuerySet
+from django.db.models import Case, CharField, Q, QuerySet, Value, When
+from django.db.models.functions import Cast, Left, StrIndex
 from django.utils import timezone
 
-from tools_app.models import AuditEvent
+from tools_app.models import AuditEvent, Tool
 
 
 class AuditFilterForm(forms.Form):
@@ -41,8 +42,12 @@ class AuditFilterForm(forms.Form):
         if data.get("target"):
             # A target's name as shown, or its type ("tool", "integration") or id.
             term = data["target"]
-            events = events.filter(
-                Q(target__icontains=term) | Q(target_type=term.lower()) | Q(target_id=term)
+            tools = Tool.objects.filter(name__icontains=term)
+            events = events.annotate(target_tool=_target_tool()).filter(
+                Q(target__icontains=term)
+                | Q(target_type=term.lower())
+                | Q(target_id=term)
+                | Q(target_tool__in=tools.annotate(key=Cast("pk", CharField())).values("key"))
             )
         # Dates are days in the console's time zone, both ends included.
         if data.get("since"):
@@ -56,6 +61,22 @@ class AuditFilterForm(forms.Form):
     @property
     def is_filtered(self) -> bool:
         return any(self.cleaned_data.get(name) for name in self.fields)
+
+
+def _target_tool() -> Case:
+    """The tool id in a run's or version's stored target: the page shows those as "Run of
+    alpha · 1a2b3c4d" and "alpha v3", but str() stored "8 1a2b..." and "8@3", so a search
+    for the name shown must go through the tool's id."""
+
+    def before(separator: str) -> Left:
+        return Left("target", StrIndex("target", Value(separator)) - 1)
+
+    return Case(
+        When(target_type="run", target__contains=" ", then=before(" ")),
+        When(target_type="toolversion", target__contains="@", then=before("@")),
+        default=Value(""),
+        output_field=CharField(),
+    )
 
 
 def _start_of(day: datetime.date) -> datetime.datetime:
