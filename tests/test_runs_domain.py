@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from tests import unprivileged
 from tests.conftest import require
-from tools_app import integrations, runs, vault
+from tools_app import runs, vault
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import teardown
@@ -221,7 +222,7 @@ def demo_types(tmp_path, settings):
 
 def test_it_gives_a_tool_its_declared_integrations_with_secrets_redacted(make_tool, demo_types):
     for slug, token in (("demo", "tok-demo-987654"), ("other", "tok-other-555555")):
-        integrations.create_integration(
+        create_integration(
             slug,
             "demo",
             actor=Actor.system(),

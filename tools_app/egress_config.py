@@ -16,12 +16,12 @@ from tools_app.checks import warning_source
 def integration_url_allows(slugs: Iterable[str]) -> tuple[egress.Allow, ...]:
     """The exact host and port of the URL fields of the declared, enabled integrations
     (e.g. a SearXNG at http://127.0.0.1:8888): only the tool declaring them reaches them."""
-    from tools_app import integrations
+    from tools_app.integrations.fields import fields_of
     from tools_app.models import Integration
 
     allows: list[egress.Allow] = []
     for integration in Integration.objects.enabled().filter(slug__in=list(slugs)):
-        for spec in integrations.fields_of(integration):
+        for spec in fields_of(integration):
             value = (integration.values or {}).get(spec.name) or spec.default
             if spec.kind == "url" and not spec.secret and value:
                 allows += egress.url_allows(value, f"integration {integration.slug}")

@@ -49,7 +49,6 @@ from tools_app import (
     egress_config,
     httptool,
     input_files,
-    integrations,
     presets,
     progress,
     runner,
@@ -59,6 +58,10 @@ from tools_app import (
 )
 from tools_app.audit import Actor, record
 from tools_app.checks import warning_source
+from tools_app.integrations.environment import environment_for, readable_paths_for
+from tools_app.integrations.errors import IntegrationError
+from tools_app.integrations.paths import bindable
+from tools_app.integrations.policy import secret_access
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.models.tools import Language, decode_files
@@ -360,9 +363,7 @@ def _execute(
     params = {**run.params, **secret_params}
     # Who may use a secret is decided when the run starts, so an admin's switch applies
     # to runs already queued. Withheld integrations give no variables and no paths.
-    access = integrations.secret_access(
-        run.version, manifest.integrations, user=run.user, via=run.via
-    )
+    access = secret_access(run.version, manifest.integrations, user=run.user, via=run.via)
     notices = access.notices()
     env, secrets = integration_environment(access.granted)
     for name, value in secret_params.items():
@@ -454,11 +455,11 @@ def readable_paths(
     (the state dir, the project, DATA_PATH, keys, the database) are left out with a notice,
     whenever and however they were configured."""
     notices = [] if notices is None else notices
-    paths = integrations.bindable(
+    paths = bindable(
         [Path(p) for p in settings.TOOL_INPUT_DIRS], notices, source="CONSOLE_TOOL_INPUT_DIRS"
     )
     if slugs:
-        paths += integrations.readable_paths_for(slugs, notices)
+        paths += readable_paths_for(slugs, notices)
     return tuple(paths)
 
 
@@ -467,8 +468,8 @@ def integration_environment(slugs: tuple[str, ...] | list[str]) -> tuple[dict, d
     if not slugs:
         return {}, {}
     try:
-        return integrations.environment_for(list(slugs))
-    except (integrations.IntegrationError, vault.VaultError) as exc:
+        return environment_for(list(slugs))
+    except (IntegrationError, vault.VaultError) as exc:
         raise RunSetupError(str(exc)) from None
 
 

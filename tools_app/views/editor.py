@@ -23,7 +23,6 @@ from tools_app import (
     bundle,
     diff,
     importer,
-    integrations,
     presets,
     rendering,
     runs,
@@ -43,6 +42,7 @@ from tools_app.forms.editor import (
     initial_files,
 )
 from tools_app.forms.runs import RunForm
+from tools_app.integrations.policy import secret_access
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
@@ -321,7 +321,7 @@ def _panel_context(
     return {
         "panel_version": version,
         "run_form": run_form,
-        "run_access": integrations.secret_access(
+        "run_access": secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
         ),
         "run_preset_access": preset_access,

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import health, integrations, nesting, presets, progress, runs
+from tools_app import health, nesting, presets, progress, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -32,6 +32,7 @@ from tools_app.forms.runs import (
     raw_schema,
     undecodable_names,
 )
+from tools_app.integrations.policy import secret_access
 from tools_app.models import (
     AgentToken,
     Run,
@@ -105,7 +106,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "raw_mode_field": RAW_MODE_FIELD,
         "params_schema": raw_schema(manifest, preset),
         "again": again,
-        "access": integrations.secret_access(
+        "access": secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
         ),
         "preset_access": preset_access,

@@ -13,8 +13,9 @@ from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from tools_app import integrations, presets, rendering, schema, toolmd
+from tools_app import presets, rendering, schema, toolmd
 from tools_app.forms.tools import ToolFilterForm
+from tools_app.integrations.policy import secret_access
 from tools_app.models import Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
@@ -150,7 +151,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "seed_notice": _seed_replaced_console_edit(tool, latest_two),
         "previous_number": latest_two[1].number if len(latest_two) > 1 else None,
         # What a run of this version by the current person would receive (docs/security.md).
-        "access": integrations.secret_access(
+        "access": secret_access(
             version, context["manifest"].integrations, user=request.user, via=RunVia.BROWSER
         ),
         "preset_access": presets.access(
