@@ -492,7 +492,7 @@ def tool_versions(request: HttpRequest, name: str) -> HttpResponse:
         request.GET.get("page")
     )
     for version in page:
-        version.state = _state(tool, version)
+        version.state = tool.version_state(version)
         version.run_url = _run_url(tool, version.number)
     numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
     context = {
@@ -742,12 +742,6 @@ def _version_or_404(tool: Tool, number: int) -> ToolVersion:
     if not 1 <= number <= toolmd.MAX_VERSION:  # out of the column's range: no such version
         raise Http404("No such version.")
     return get_object_or_404(ToolVersion, tool=tool, number=number)
-
-
-def _state(tool: Tool, version: ToolVersion) -> str:
-    if version.pk == tool.published_version_id:
-        return "published" if tool.enabled else "disabled"
-    return "draft" if version.published_at is None else "superseded"
 
 
 def _run_url(tool: Tool, number: int) -> str | None:

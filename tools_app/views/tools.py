@@ -123,7 +123,7 @@ def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
         "tool": tool,
         "usable_integrations": usable_integrations(),
         "version": version,
-        "version_state": _version_state(tool, version),
+        "version_state": tool.version_state(version),
         "manifest": manifest,
         "body": body,
         "tabs": tool_tabs(tool, tab, version.number),
@@ -259,12 +259,6 @@ def _source_files(version: ToolVersion) -> list[SourceFile]:
         budget = max(0, budget - len(text))
         shown.append(SourceFile(path, len(data), html, path == entry))
     return shown
-
-
-def _version_state(tool: Tool, version: ToolVersion) -> str:
-    if version.pk == tool.published_version_id:
-        return "published" if tool.enabled else "disabled"
-    return "draft" if version.published_at is None else "superseded"
 
 
 def _seed_replaced_console_edit(tool: Tool, versions: list[ToolVersion]) -> bool:
