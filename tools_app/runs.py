@@ -328,7 +328,7 @@ def warm_strip_cache() -> int:
     a pool process's first run of each finds them stripped; how many files got
     JavaScript. Nothing when runs do not use the cache (no bubblewrap: no standby
     sandbox) or it is unusable."""
-    if "typescript" not in standby.LANGUAGES or runner.isolation_level()[0] != "bwrap":
+    if "typescript" not in standby.STANDBY_LANGUAGES or runner.isolation_level()[0] != "bwrap":
         return 0
     cache = tsstrip.cache_dir(Path(settings.RUNS_WORK_PATH))
     if cache is None:

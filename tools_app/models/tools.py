@@ -8,16 +8,16 @@ from django.db import models
 from django.db.models import Q
 
 from tools_app.models.fields import OrderedJSONField
+from tools_app.toolmd import ENTRY_FILES, LANGUAGES
 
-
-class Language(models.TextChoices):
-    TYPESCRIPT = "typescript"
-    JAVASCRIPT = "javascript"
-    BASH = "bash"
-    PYTHON = "python"
-    # Not a language: kind: http tools run no code, and the list says so rather than
-    # the parser's default language (docs/http-tools.md).
-    HTTP = "http", "http (no code)"
+# The parser's languages (TYPESCRIPT = "typescript"...), then HTTP. HTTP is not a
+# language: kind: http tools run no code, and the list says so rather than the parser's
+# default language (docs/http-tools.md).
+Language = models.TextChoices(
+    "Language",
+    [(language.upper(), language) for language in LANGUAGES]
+    + [("HTTP", ("http", "http (no code)"))],
+)
 
 
 class VersionState(models.TextChoices):
@@ -169,8 +169,6 @@ class ToolVersion(models.Model):
 
     @property
     def entry(self) -> str | None:
-        from tools_app.toolmd import ENTRY_FILES
-
         for candidate in ENTRY_FILES.get(self.manifest.get("language", ""), ()):
             if candidate in self.files:
                 return candidate
