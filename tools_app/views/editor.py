@@ -55,8 +55,9 @@ from tools_app.versions import (
     set_enabled,
     unpublish,
 )
+from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
-from tools_app.views.tools import HtmxHttpRequest, get_tool_or_404, tool_header
+from tools_app.views.tools import get_tool_or_404, tool_header
 
 FILES_PREFIX = "files"
 # The run panel's inputs are posted with the editor's form: the prefix keeps a tool input

@@ -7,13 +7,12 @@ Django's error reports, and responses are not cached."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.middleware import HtmxDetails
 
 from tools_app.audit import Actor
 from tools_app.forms.integrations import DeleteForm, IntegrationForm, TestRunsForm
@@ -43,10 +42,7 @@ from tools_app.integrations.validation import slug_problem
 from tools_app.models import AuditEvent, Integration, Tool
 from tools_app.roles import ADMIN, VIEWER, has_role, role_required
 from tools_app.toolmd import NAME_RE
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
+from tools_app.views.htmx import HtmxHttpRequest
 
 
 def _type_or_404(type_slug: str) -> IntegrationType:

@@ -43,7 +43,8 @@ from tools_app.models import (
 )
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.views.lists import HtmxHttpRequest, render_list
+from tools_app.views.htmx import HtmxHttpRequest
+from tools_app.views.lists import render_list
 from tools_app.views.tools import get_tool_or_404, usable_integrations
 
 RESULTS_TARGET = "run-results"

@@ -20,7 +20,8 @@ from tools_app.models import Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
-from tools_app.views.lists import PER_PAGE, HtmxHttpRequest, render_list
+from tools_app.views.htmx import HtmxHttpRequest
+from tools_app.views.lists import PER_PAGE, render_list
 
 __all__ = ["PER_PAGE"]  # re-exported for tests and callers that page tool lists
 
