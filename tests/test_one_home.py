@@ -62,3 +62,38 @@ def test_it_reexports_nothing_from_the_integrations_package():
         if not name.startswith("_") and not isinstance(value, type(tools_app))
     }
     assert public == set()
+
+
+def connected_signals(tree: ast.Module) -> bool:
+    """True when a module connects a receiver: @receiver, or .connect() on a signal it
+    imports (sending one, as api/errors.py does, is not wiring)."""
+    signals = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and (node.module.endswith(".signals") or node.module == "django.dispatch")
+        for alias in node.names
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "receiver" and "receiver" in signals:
+            return True
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "connect"
+            and isinstance(node.value, ast.Name)
+            and node.value.id in signals
+        ):
+            return True
+    return False
+
+
+def test_it_connects_every_signal_receiver_in_one_module():
+    """Receivers are wired when ready() imports tools_app/signals.py, not as a side effect
+    of importing whichever module holds the work."""
+    wiring = {
+        str(path.relative_to(APP))
+        for path in sorted(APP.rglob("*.py"))
+        if "migrations" not in path.parts and connected_signals(ast.parse(path.read_text()))
+    }
+    assert wiring == {"signals.py"}

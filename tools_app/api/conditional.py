@@ -22,7 +22,6 @@ from django.core.cache import cache
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Count, Max, Sum
-from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 
 from tools_app.models import Tool
@@ -109,7 +108,8 @@ def _published_revision() -> str:
     return f"{agg['n']}.{agg['versions'] or 0}.{latest}"
 
 
-def forget_revision(**kwargs: Any) -> None:
+def forget_revision() -> None:
+    """After a Tool is saved or deleted (tools_app/signals.py)."""
     reset_revision()
     # Again after the commit: a request that read the revision between the save and the
     # commit would otherwise keep the old one.
@@ -119,10 +119,6 @@ def forget_revision(**kwargs: Any) -> None:
 def reset_revision() -> None:
     global _remembered
     _remembered = (0.0, "")
-
-
-post_save.connect(forget_revision, sender=Tool, dispatch_uid="api-forget-revision-save")
-post_delete.connect(forget_revision, sender=Tool, dispatch_uid="api-forget-revision-delete")
 
 
 def make_etag(*parts: str) -> str:
