@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
+from django.core.cache import caches
 from django.core.files import File
 from django.core.files.storage import storages
 from django.db import DatabaseError, transaction
@@ -105,24 +106,21 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-# Versions never change: their parsed manifests are kept, keyed by id and content hash.
-_manifests: dict[tuple[int, str], Manifest] = {}
-MANIFEST_CACHE_SIZE = 512
-
-
 def manifest_of(version: ToolVersion) -> Manifest:
     """The version's manifest with its inputs in TOOL.md order (the form's order, and the
     order of "allowed: ..." in messages). The stored JSON loses that order on PostgreSQL
-    (jsonb sorts keys), so the manifest comes from the TOOL.md text."""
-    key = (version.pk, version.sha256)
-    manifest = _manifests.get(key)
+    (jsonb sorts keys), so the manifest comes from the TOOL.md text.
+
+    Versions never change: each process keeps the parsed manifest (the "local" cache),
+    keyed by id and content hash."""
+    local = caches["local"]
+    key = f"manifest:{version.pk}:{version.sha256}"
+    manifest = local.get(key)
     if manifest is None:
         parsed = toolmd.parse_toolmd(version.toolmd)
         # A version stored under older, looser rules: trust the stored manifest.
         manifest = parsed.manifest or Manifest.from_dict(version.manifest)
-        if len(_manifests) >= MANIFEST_CACHE_SIZE:
-            _manifests.clear()
-        _manifests[key] = manifest
+        local.set(key, manifest, None)
     return manifest
 
 
