@@ -377,3 +377,17 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
     with sqlite3.connect(archive) as conn:
         assert conn.execute("select count(*) from messages").fetchone() == (2,)
     conn.close()
+
+
+def test_it_parses_each_unsaved_version_for_itself(db):
+    """The editor's stand-in for the next draft has no id or hash: two such versions of
+    different tools must not share a remembered manifest."""
+    from tests.conftest import tool_files
+    from tools_app.models import ToolVersion
+
+    first, second = (
+        ToolVersion(toolmd=tool_files(name)["TOOL.md"].decode(), manifest={}, files={})
+        for name in ("first_tool", "second_tool")
+    )
+    assert runs.manifest_of(first).name == "first_tool"
+    assert runs.manifest_of(second).name == "second_tool"

@@ -112,15 +112,17 @@ def manifest_of(version: ToolVersion) -> Manifest:
     (jsonb sorts keys), so the manifest comes from the TOOL.md text.
 
     Versions never change: each process keeps the parsed manifest (the "local" cache),
-    keyed by id and content hash."""
+    keyed by id and content hash. An unsaved stand-in (the editor's next draft) has
+    neither, so it is parsed each time."""
     local = caches["local"]
-    key = f"manifest:{version.pk}:{version.sha256}"
-    manifest = local.get(key)
+    key = f"manifest:{version.pk}:{version.sha256}" if version.pk else None
+    manifest = local.get(key) if key else None
     if manifest is None:
         parsed = toolmd.parse_toolmd(version.toolmd)
         # A version stored under older, looser rules: trust the stored manifest.
         manifest = parsed.manifest or Manifest.from_dict(version.manifest)
-        local.set(key, manifest, None)
+        if key:
+            local.set(key, manifest, None)
     return manifest
 
 
