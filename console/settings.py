@@ -144,6 +144,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         # A file (not :memory:) so that a real Celery worker process sees the test data.
         DATABASES["default"]["TEST"] = {"NAME": test_name}
 
+CACHES = {
+    # Django's default: each process's memory (agent API bodies, version payloads).
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # What a process remembers for itself alone, whatever "default" is: the agent API's
+    # revision for CONSOLE_REGISTRY_REVISION_TTL, parsed manifests of versions.
+    "local": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "console-local",
+        "OPTIONS": {"MAX_ENTRIES": 1024},
+    },
+}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

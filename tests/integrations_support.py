@@ -15,9 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from cryptography.fernet import Fernet
 
-from tools_app import integrations as domain
 from tools_app import vault
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
+from tools_app.models import Integration
 
 
 class StdinText(io.StringIO):
@@ -142,7 +143,7 @@ def fernet_keys(settings) -> Callable[..., list[str]]:
     return configure
 
 
-def create(slug: str, type_slug: str | None = None, *, user=None, **kwargs) -> domain.Integration:
-    return domain.create_integration(
+def create(slug: str, type_slug: str | None = None, *, user=None, **kwargs) -> Integration:
+    return create_integration(
         slug, type_slug or slug, actor=Actor(user=user) if user else Actor.system(), **kwargs
     )

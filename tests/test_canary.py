@@ -27,7 +27,8 @@ from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, r
 
 from tests.conftest import tool_files
 from tests.forms_support import submit
-from tools_app import integrations as domain
+from tools_app.integrations.environment import environment_for
+from tools_app.integrations.types import integration_types
 from tools_app.models import (
     AgentToken,
     AuditEvent,
@@ -153,7 +154,7 @@ def candidates() -> dict[str, list[str]]:
         "name": tools,
         "tool": tools,
         "slug": list(Integration.objects.values_list("slug", flat=True)),
-        "type_slug": sorted(domain.integration_types()),
+        "type_slug": sorted(integration_types()),
         "pk": [str(pk) for pk in AgentToken.objects.values_list("pk", flat=True)],
         "artifact_id": [str(pk) for pk in RunArtifact.objects.values_list("pk", flat=True)],
         "number": numbers,
@@ -234,7 +235,7 @@ def test_it_never_reveals_a_canary_secret(
         sys.stdin = stdin
 
     # The canaries really are stored, and a run would receive them.
-    env, labels = domain.environment_for(["searxng", "apify"])
+    env, labels = environment_for(["searxng", "apify"])
     assert env["SEARXNG_TOKEN"] == CANARY_FORM and env["APIFY_TOKEN"] == CANARY_CLI
     assert set(labels) == {"{{searxng.token}}", "{{apify.token}}"}
 

@@ -11,8 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from tests.forms_support import submit
-from tools_app import integrations as domain
 from tools_app import vault
+from tools_app.integrations.environment import environment_for
+from tools_app.integrations.errors import IntegrationUnavailable
 from tools_app.models import IntegrationSecret
 
 fernet_keys = support.fernet_keys
@@ -96,8 +97,8 @@ def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(
     with pytest.raises(SystemCheckError, match="tools_app.E102"):
         call_command("check", stdout=io.StringIO(), stderr=io.StringIO())
     # A run that needs it gets a clear error, never an empty string or the ciphertext.
-    with pytest.raises(domain.IntegrationUnavailable) as caught:
-        domain.environment_for(["searxng"])
+    with pytest.raises(IntegrationUnavailable) as caught:
+        environment_for(["searxng"])
     assert "secret searxng.token cannot be decrypted with the configured encryption keys" in str(
         caught.value
     )
@@ -106,7 +107,7 @@ def test_it_is_a_check_error_when_no_key_decrypts_stored_secrets(
     assert IntegrationSecret.objects.get().ciphertext == before
     fernet_keys("replaced", "old")
     assert errors() == []
-    assert domain.environment_for(["searxng"])[0]["SEARXNG_TOKEN"] == SECRET
+    assert environment_for(["searxng"])[0]["SEARXNG_TOKEN"] == SECRET
     assert "still encrypted with an older key: run `manage.py rotate_encryption_keys`" in (
         banner(console_admin_client)
     )

@@ -12,8 +12,9 @@ from django.urls import reverse
 
 from tests.forms_support import submit
 from tools_app import http
-from tools_app import integrations as domain
 from tools_app.audit import Actor
+from tools_app.integrations.connection import connection_test, redact
+from tools_app.integrations.types import get_type
 from tools_app.models import AuditEvent, Integration
 
 fake_provider = support.fake_provider
@@ -188,8 +189,8 @@ def test_it_calls_the_apify_api_with_the_token(db):
         seen.append(request)
         return httpx.Response(401, json={"error": {"message": f"bad token {SECRET}"}})
 
-    outcome = domain.connection_test(
-        domain.get_type("apify"),
+    outcome = connection_test(
+        get_type("apify"),
         actor=Actor.system(),
         values={},
         secrets={"token": SECRET},
@@ -277,5 +278,5 @@ def test_it_stops_redirect_loops(fake_provider):
 def test_it_redacts_encoded_forms_of_secrets():
     secrets = {"{{x.token}}": "a b/c"}
     text = 'raw a b/c quoted a%20b%2Fc plus a+b%2Fc json "a b/c"'
-    assert "a b/c" not in domain.redact(text, secrets)
-    assert domain.redact(text, secrets).count("{{x.token}}") == 4
+    assert "a b/c" not in redact(text, secrets)
+    assert redact(text, secrets).count("{{x.token}}") == 4

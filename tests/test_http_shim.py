@@ -22,8 +22,9 @@ import httpx
 import pytest
 from worker_fixtures import REPO, CeleryWorker
 
-from tools_app import bundle, datapath, integrations, shim
+from tools_app import bundle, datapath, shim
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
@@ -84,7 +85,7 @@ def live(console_url: str, worker: CeleryWorker) -> str:
 def provider(worker: CeleryWorker) -> Iterator[Provider]:
     stand_in = Provider()
     # The egress policy lets a tool reach the URL fields of the integrations it declares.
-    integrations.create_integration(
+    create_integration(
         "shimitems",
         "custom",
         actor=Actor.system(),

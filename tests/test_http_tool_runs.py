@@ -12,8 +12,9 @@ import pytest
 
 from tests.forms_support import submit
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import httptool, integrations, runs
+from tools_app import httptool, runs
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.validation_context import validation_context
@@ -298,9 +299,7 @@ def test_it_cancels_a_request_in_flight(server) -> None:
 @pytest.fixture
 def apify(fernet_keys, server):  # noqa: F811
     fernet_keys("A")
-    return integrations.create_integration(
-        "apify", "apify", actor=Actor.system(), secrets={"token": TOKEN}
-    )
+    return create_integration("apify", "apify", actor=Actor.system(), secrets={"token": TOKEN})
 
 
 AUTH = '  url: BASE/item/me\n  headers: {Authorization: "Bearer {{apify.APIFY_TOKEN}}"}\n'

@@ -11,9 +11,11 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.forms_support import find_form, submit
-from tools_app import integrations as domain
 from tools_app import vault
 from tools_app.audit import Actor
+from tools_app.integrations.environment import env_preview, environment_for
+from tools_app.integrations.errors import Conflict, IntegrationUnavailable, InvalidIntegration
+from tools_app.integrations.service import set_enabled, update_integration
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 
 SECRET = "sk-live-Z9q8W7e6R5t4Y3u2"
@@ -141,9 +143,9 @@ def test_it_tells_the_second_of_two_concurrent_editors_and_loses_nothing(
 
 
 def test_it_refuses_a_stale_revision_in_the_domain_too(searxng):
-    domain.update_integration("searxng", actor=Actor.system(), revision=1, label="one")
-    with pytest.raises(domain.Conflict, match="after you opened this form"):
-        domain.update_integration("searxng", actor=Actor.system(), revision=1, label="two")
+    update_integration("searxng", actor=Actor.system(), revision=1, label="one")
+    with pytest.raises(Conflict, match="after you opened this form"):
+        update_integration("searxng", actor=Actor.system(), revision=1, label="two")
     assert Integration.objects.get().label == "one"
 
 
@@ -209,16 +211,16 @@ def test_it_refuses_a_relative_database_path(db, console_admin_client):
 
 
 def test_it_names_unknown_and_missing_fields(db):
-    with pytest.raises(domain.InvalidIntegration) as caught:
+    with pytest.raises(InvalidIntegration) as caught:
         support.create("searxng", values={"url": URL_VALUE, "colour": "blue"})
     assert caught.value.errors == {"colour": ["unknown field 'colour' (fields: url, token)"]}
-    with pytest.raises(domain.InvalidIntegration) as caught:
+    with pytest.raises(InvalidIntegration) as caught:
         support.create("searxng", values={})
     assert caught.value.errors == {"url": ["Base URL is required"]}
-    with pytest.raises(domain.InvalidIntegration) as caught:
+    with pytest.raises(InvalidIntegration) as caught:
         support.create("searxng", values={"url": URL_VALUE, "token": "pl41n-v4lue"})
     assert "secret field" in str(caught.value) and "pl41n-v4lue" not in str(caught.value)
-    with pytest.raises(domain.InvalidIntegration) as caught:
+    with pytest.raises(InvalidIntegration) as caught:
         support.create("searxng", values={"url": URL_VALUE}, secrets={"nope": "s3cr3t"})
     assert "unknown field 'nope'" in str(caught.value) and "s3cr3t" not in str(caught.value)
     assert not Integration.objects.exists()
@@ -235,38 +237,38 @@ def test_it_strips_a_trailing_newline_from_secrets(db):
 def test_it_gives_a_tool_only_its_declared_integrations(searxng):
     support.create("apify", secrets={"token": "apify-token"})
     support.create("openai", secrets={"api_key": "sk-openai"})
-    env, secrets = domain.environment_for(["searxng"])
+    env, secrets = environment_for(["searxng"])
     assert env == {"SEARXNG_URL": URL_VALUE, "SEARXNG_TOKEN": SECRET}
     assert secrets == {"{{searxng.token}}": SECRET}
-    env, secrets = domain.environment_for(["openai", "apify"])
+    env, secrets = environment_for(["openai", "apify"])
     assert env == {
         "OPENAI_API_KEY": "sk-openai",
         "OPENAI_BASE_URL": "https://api.openai.com/v1",  # the type's default
         "APIFY_TOKEN": "apify-token",
     }
     assert set(secrets) == {"{{openai.api_key}}", "{{apify.token}}"}
-    assert domain.environment_for([]) == ({}, {})
+    assert environment_for([]) == ({}, {})
 
 
 def test_it_omits_optional_fields_that_are_not_set(db):
     support.create("searxng", values={"url": URL_VALUE})
-    assert domain.environment_for(["searxng"]) == ({"SEARXNG_URL": URL_VALUE}, {})
+    assert environment_for(["searxng"]) == ({"SEARXNG_URL": URL_VALUE}, {})
 
 
 def test_it_explains_why_a_run_cannot_get_its_integrations(searxng, fernet_keys):
-    with pytest.raises(domain.IntegrationUnavailable, match="'email_db' is not configured"):
-        domain.environment_for(["searxng", "email_db"])
-    domain.set_enabled(searxng, False, actor=Actor.system())
-    with pytest.raises(domain.IntegrationUnavailable, match="'searxng' is disabled"):
-        domain.environment_for(["searxng"])
+    with pytest.raises(IntegrationUnavailable, match="'email_db' is not configured"):
+        environment_for(["searxng", "email_db"])
+    set_enabled(searxng, False, actor=Actor.system())
+    with pytest.raises(IntegrationUnavailable, match="'searxng' is disabled"):
+        environment_for(["searxng"])
 
 
 def test_it_fails_clearly_when_a_secret_cannot_be_decrypted(db, fernet_keys):
     fernet_keys("A")
     support.create("searxng", values={"url": URL_VALUE}, secrets={"token": SECRET})
     fernet_keys("B")
-    with pytest.raises(domain.IntegrationUnavailable) as caught:
-        domain.environment_for(["searxng"])
+    with pytest.raises(IntegrationUnavailable) as caught:
+        environment_for(["searxng"])
     assert "secret searxng.token cannot be decrypted" in str(caught.value)
     assert SECRET not in str(caught.value)
 
@@ -278,13 +280,13 @@ def test_it_refuses_two_integrations_setting_one_variable(searxng):
         custom_fields="SEARXNG_URL url",
         values={"searxng_url": "https://other.example.org"},
     )
-    with pytest.raises(domain.IntegrationUnavailable, match="both set SEARXNG_URL"):
-        domain.environment_for(["searxng", "other_search"])
+    with pytest.raises(IntegrationUnavailable, match="both set SEARXNG_URL"):
+        environment_for(["searxng", "other_search"])
 
 
 def test_it_previews_variable_names_without_values(searxng, make_tool):
     tool = make_tool("web_search", integrations=["searxng", "email_db"])
-    preview = domain.env_preview(tool)
+    preview = env_preview(tool)
     assert [(i.slug, i.state) for i in preview] == [("searxng", "ok"), ("email_db", "missing")]
     assert [(v.env, v.secret, v.is_set) for v in preview[0].variables] == [
         ("SEARXNG_URL", False, True),

@@ -7,13 +7,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools_app import integrations as domain
+from tools_app.integrations.errors import InvalidIntegration, UnknownType
+from tools_app.integrations.fields import format_custom_fields, parse_custom_fields
+from tools_app.integrations.types import (
+    IntegrationType,
+    get_type,
+    integration_type_warnings,
+    load_types,
+    parse_type,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def parse(text: str, slug: str = "demo") -> tuple[domain.IntegrationType | None, list[str]]:
-    itype, problems = domain.parse_type(text, f"seed/integrations/{slug}.yaml", slug)
+def parse(text: str, slug: str = "demo") -> tuple[IntegrationType | None, list[str]]:
+    itype, problems = parse_type(text, f"seed/integrations/{slug}.yaml", slug)
     return itype, [str(p) for p in problems]
 
 
@@ -37,7 +45,7 @@ test:
 
 
 def test_it_ships_the_required_types():
-    registry = domain.load_types(REPO / "seed" / "integrations")
+    registry = load_types(REPO / "seed" / "integrations")
     assert [str(p) for p in registry.problems] == []
     types = registry.types
     assert {"searxng", "email_db", "apify", "openai", "custom"} <= set(types)
@@ -66,7 +74,7 @@ def test_it_provides_every_integration_the_seed_tools_declare():
     """Each slug a seed tool declares is a type slug (an integration's default slug), and
     the variables the tool reads (its code, or a kind: http tool's request templates) are
     that type's variables."""
-    types = domain.load_types(REPO / "seed" / "integrations").types
+    types = load_types(REPO / "seed" / "integrations").types
     for toolmd in sorted((REPO / "seed" / "tools").glob("*/TOOL.md")):
         front = yaml.safe_load(toolmd.read_text().split("---")[1])
         source = "".join(
@@ -203,18 +211,18 @@ def test_it_loads_a_folder_and_reports_invalid_files(tmp_path, settings):
     (tmp_path / "broken.yaml").write_text(GOOD.replace("DEMO_URL", "lower"))
     (tmp_path / "notes.txt").write_text("ignored")
     settings.INTEGRATION_TYPES_PATH = tmp_path
-    registry = domain.load_types()
+    registry = load_types()
     assert list(registry.types) == ["good"]
     assert len(registry.problems) == 1 and "broken.yaml:5: fields[0].env" in str(
         registry.problems[0]
     )
-    warnings = domain.integration_type_warnings()
+    warnings = integration_type_warnings()
     assert len(warnings) == 1 and "broken.yaml:5" in warnings[0].text
-    with pytest.raises(domain.UnknownType, match="unknown integration type 'broken'"):
-        domain.get_type("broken")
+    with pytest.raises(UnknownType, match="unknown integration type 'broken'"):
+        get_type("broken")
     # Edits are picked up without a restart.
     (tmp_path / "broken.yaml").write_text(GOOD)
-    assert set(domain.load_types().types) == {"good", "broken"}
+    assert set(load_types().types) == {"good", "broken"}
 
 
 def test_it_shows_invalid_type_files_in_the_banner(tmp_path, settings, console_admin_client):
@@ -239,15 +247,15 @@ def test_it_shows_invalid_type_files_in_the_banner(tmp_path, settings, console_a
     ],
 )
 def test_it_validates_custom_field_lists(text, error):
-    with pytest.raises(domain.InvalidIntegration) as caught:
-        domain.parse_custom_fields(text)
+    with pytest.raises(InvalidIntegration) as caught:
+        parse_custom_fields(text)
     assert error in str(caught.value)
 
 
 def test_it_parses_custom_field_lists():
-    specs = domain.parse_custom_fields("MY_URL url required\n\nMY_TOKEN secret  # the key\n")
+    specs = parse_custom_fields("MY_URL url required\n\nMY_TOKEN secret  # the key\n")
     assert [(s.name, s.env, s.kind, s.secret, s.required) for s in specs] == [
         ("my_url", "MY_URL", "url", False, True),
         ("my_token", "MY_TOKEN", "string", True, False),
     ]
-    assert domain.format_custom_fields(specs) == "MY_URL required url\nMY_TOKEN secret"
+    assert format_custom_fields(specs) == "MY_URL required url\nMY_TOKEN secret"

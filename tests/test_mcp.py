@@ -24,8 +24,8 @@ from mcp.shared.exceptions import MCPError
 from worker_fixtures import REPO, CeleryWorker, skip_or_fail, wait_for_run
 
 from tests.progress_support import add_count_progress
-from tools_app import integrations
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
@@ -424,7 +424,7 @@ def item_api(worker) -> Iterator[ItemAPI]:
     api = ItemAPI()
     # The worker's egress policy lets a tool reach the URL fields of the integrations it
     # declares: that is how the tools below may call this local API.
-    integrations.create_integration(
+    create_integration(
         "items",
         "custom",
         actor=Actor.system(),

@@ -674,8 +674,9 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
     tmp_path,
     fernet_keys,  # noqa: F811
 ):
-    from tools_app import integrations, runs
+    from tools_app import runs
     from tools_app.audit import Actor
+    from tools_app.integrations.service import create_integration
     from tools_app.models import Run
     from tools_app.models.runs import RunStatus, RunVia
     from tools_app.versions import publish_version
@@ -685,7 +686,7 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
         ("basic-login", "BASIC_CRED", BASIC),
         ("session", "SESSION_KEY", COOKIE_KEY),
     ):
-        integrations.create_integration(
+        create_integration(
             slug, "custom", actor=Actor.system(), custom_fields=f"{env} secret required",
             secrets={env.lower(): value},
         )  # fmt: skip

@@ -201,7 +201,7 @@ def test_it_rotates_a_sensitive_preset_with_the_keys(
     provider,
     fernet_keys,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    from tools_app.integrations import rotate_keys
+    from tools_app.integrations.rotation import rotate_keys
 
     fernet_keys("old")
     set_preset(console_admin_client, "account", "acme")

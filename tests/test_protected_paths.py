@@ -19,8 +19,10 @@ from django.urls import reverse
 
 from tests.conftest import require
 from tests.forms_support import submit
-from tools_app import integrations, runs
+from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.integrations.environment import readable_paths_for
+from tools_app.integrations.validation import value_problem
 from tools_app.models import Integration, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import isolation_level
@@ -64,11 +66,11 @@ def protected_examples(tmp_path: Path) -> dict[str, str]:
 
 def test_it_refuses_protected_paths_in_the_domain(tmp_path):
     for value, words in protected_examples(tmp_path).items():
-        problem = integrations.value_problem("path", value)
+        problem = value_problem("path", value)
         assert problem is not None and words in problem, (value, problem)
     fine = tmp_path / "mail" / "archive.sqlite3"
-    assert integrations.value_problem("path", str(fine)) is None
-    assert integrations.value_problem("path", "/srv/mail/archive.sqlite3") is None
+    assert value_problem("path", str(fine)) is None
+    assert value_problem("path", "/srv/mail/archive.sqlite3") is None
 
 
 def test_the_form_refuses_a_parent_of_the_state_dir(console_admin_client, tmp_path):
@@ -236,7 +238,7 @@ def test_an_integrations_refused_path_is_named_by_its_field(tmp_path, monkeypatc
     as_sqlite(monkeypatch, database)
     notices: list[str] = []
 
-    assert integrations.readable_paths_for(["email_db"], notices) == []
+    assert readable_paths_for(["email_db"], notices) == []
 
     assert notices == [
         "integration 'email_db' field 'path': path was not made readable: it is the SQLite "

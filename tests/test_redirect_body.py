@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import egress, http, integrations, runs
+from tools_app import egress, http, runs
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.versions import save_version
@@ -93,9 +94,7 @@ def test_it_never_sends_an_http_tools_secret_body_to_another_origin(
 ) -> None:
     first, second = origins
     fernet_keys("A")
-    integrations.create_integration(
-        "apify", "apify", actor=Actor.system(), secrets={"token": TOKEN}
-    )
+    create_integration("apify", "apify", actor=Actor.system(), secrets={"token": TOKEN})
     text = (
         "---\nname: poster\ndescription: Posts to a local API.\nkind: http\n"
         "integrations: [apify]\nrequest:\n  method: POST\n"

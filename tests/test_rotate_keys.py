@@ -10,8 +10,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from tools_app import integrations as domain
 from tools_app import vault
+from tools_app.audit import Actor
+from tools_app.integrations.environment import environment_for
+from tools_app.integrations.service import update_integration
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 
 fernet_keys = support.fernet_keys
@@ -113,14 +115,14 @@ def test_it_stops_at_a_secret_no_key_decrypts_and_changes_nothing_for_it(db, fer
     assert event.data == {"rotated": 250, "failed": "apify.token"}
 
     # The admin sets the lost secret again; the rotation resumes where it stopped.
-    domain.update_integration("apify", actor=domain.Actor.system(), secrets={"token": "fresh"})
+    update_integration("apify", actor=Actor.system(), secrets={"token": "fresh"})
     assert rotate("--batch-size", "100") == (
         "re-encrypted 50 secrets under the first key (251 already were; 301 in total)"
     )
     fernet_keys("new")
     for pk, plaintext in {**good, **later}.items():
         assert vault.decrypt(IntegrationSecret.objects.get(pk=pk).ciphertext) == plaintext
-    assert domain.environment_for(["apify"])[0] == {"APIFY_TOKEN": "fresh"}
+    assert environment_for(["apify"])[0] == {"APIFY_TOKEN": "fresh"}
 
 
 def test_it_resumes_an_interrupted_rotation(db, fernet_keys):

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from tests import unprivileged
 from tests.conftest import require
-from tools_app import integrations, runs, vault
+from tools_app import runs, vault
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import teardown
@@ -221,7 +222,7 @@ def demo_types(tmp_path, settings):
 
 def test_it_gives_a_tool_its_declared_integrations_with_secrets_redacted(make_tool, demo_types):
     for slug, token in (("demo", "tok-demo-987654"), ("other", "tok-other-555555")):
-        integrations.create_integration(
+        create_integration(
             slug,
             "demo",
             actor=Actor.system(),
@@ -396,3 +397,17 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
     with sqlite3.connect(archive) as conn:
         assert conn.execute("select count(*) from messages").fetchone() == (2,)
     conn.close()
+
+
+def test_it_parses_each_unsaved_version_for_itself(db):
+    """The editor's stand-in for the next draft has no id or hash: two such versions of
+    different tools must not share a remembered manifest."""
+    from tests.conftest import tool_files
+    from tools_app.models import ToolVersion
+
+    first, second = (
+        ToolVersion(toolmd=tool_files(name)["TOOL.md"].decode(), manifest={}, files={})
+        for name in ("first_tool", "second_tool")
+    )
+    assert runs.manifest_of(first).name == "first_tool"
+    assert runs.manifest_of(second).name == "second_tool"

@@ -19,8 +19,9 @@ from worker_fixtures import wait_for_run
 
 from tests.conftest import require, tool_files
 from tests.forms_support import link, submit
-from tools_app import integrations, runs
+from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.integrations.policy import set_allow_test_runs
 from tools_app.models import AuditEvent, Integration, Run, ToolVersion
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.runner import isolation_level
@@ -110,7 +111,7 @@ def test_it_gives_a_draft_run_the_integration_once_an_admin_allows_test_runs(
     probe, developer, developer_client, console_admin
 ):
     _published, draft = probe
-    integrations.set_allow_test_runs(
+    set_allow_test_runs(
         Integration.objects.get(slug="apify"), True, actor=Actor(user=console_admin)
     )
 
@@ -140,9 +141,9 @@ def test_the_policy_is_decided_when_the_run_starts(probe, developer, console_adm
     them off before it starts."""
     _published, draft = probe
     apify = Integration.objects.get(slug="apify")
-    integrations.set_allow_test_runs(apify, True, actor=Actor(user=console_admin))
+    set_allow_test_runs(apify, True, actor=Actor(user=console_admin))
     run = runs.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
-    integrations.set_allow_test_runs(apify, False, actor=Actor(user=console_admin))
+    set_allow_test_runs(apify, False, actor=Actor(user=console_admin))
 
     assert said(runs.execute_run(run.pk)) == "APIFY_TOKEN unset"
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import bundle, datapath, integrations, runs, toolmd
+from tools_app import bundle, datapath, runs, toolmd
 from tools_app.audit import Actor
+from tools_app.integrations.service import create_integration
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.sync import sync_tools
@@ -83,9 +84,7 @@ def apify_api(settings, fernet_keys) -> Iterator[FakeApify]:  # noqa: F811
     settings.ALLOWED_HOSTS = ["console.test"]
     settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{fake.port}"
     fernet_keys("A")
-    integrations.create_integration(
-        "apify", "apify", actor=Actor.system(), secrets={"token": TOKEN}
-    )
+    create_integration("apify", "apify", actor=Actor.system(), secrets={"token": TOKEN})
     yield fake
     fake.close()
 

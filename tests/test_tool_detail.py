@@ -15,8 +15,8 @@ from tests.conftest import tool_files, toolmd_text
 from tools_app import rendering, schema, toolmd
 from tools_app.audit import Actor
 from tools_app.models import Tool, ToolVersion
-from tools_app.models.tools import VersionSource
-from tools_app.versions import publish_version, save_version
+from tools_app.models.tools import VersionSource, VersionState
+from tools_app.versions import publish_version, save_version, set_enabled
 
 EVIL_BODY = """# Evil tool
 
@@ -234,6 +234,26 @@ def test_it_lists_versions(viewer_client, fetch_tool, developer):
     publish_version(v2, actor=actor)
     versions = section(viewer_client.get("/tools/web_fetch/versions/").content.decode(), "versions")
     assert '<span class="badge superseded">superseded</span>' in versions
+
+
+def test_it_names_each_versions_state_alike_on_every_page(viewer_client, fetch_tool):
+    actor = Actor.system()
+    v2 = save_version("web_fetch", tool_files("web_fetch", description="2."), actor=actor)
+    publish_version(v2.version, actor=actor)
+    save_version("web_fetch", tool_files("web_fetch", description="3."), actor=actor)
+    set_enabled(fetch_tool, False, actor=actor)
+    tool = Tool.objects.get(name="web_fetch")
+
+    expected = {1: "superseded", 2: "disabled", 3: "draft"}
+    states = {v.number: tool.version_state(v) for v in tool.versions.all()}
+    assert states == expected
+    assert all(isinstance(state, VersionState) for state in states.values())
+    assert tool.status == VersionState.DISABLED
+    versions = section(viewer_client.get("/tools/web_fetch/versions/").content.decode(), "versions")
+    for number, state in expected.items():
+        page = viewer_client.get("/tools/web_fetch/", {"version": number}).content.decode()
+        assert f'version {number} <span class="badge {state}">{state}</span>' in page
+        assert f'<span class="badge {state}">{state}</span>' in versions
 
 
 def test_it_shows_an_older_version_on_request(viewer_client, fetch_tool):

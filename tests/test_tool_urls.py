@@ -19,7 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from tests.conftest import tool_files
 from tests.editor_support import zip_of
 from tests.forms_support import submit
-from tools_app import integrations
+from tools_app.integrations.validation import RESERVED_SLUGS
 from tools_app.models import Tool
 from tools_app.toolmd import NAME_RE
 
@@ -71,7 +71,7 @@ def test_no_console_url_takes_a_place_a_tool_name_could_have():
 def test_integration_pages_reserve_their_slugs():
     """Integrations keep a reserved-slug list instead; it must cover their literal pages."""
     clashes = shadowed_literals("<slug:slug>", lambda literal: True)
-    assert {literal.split("/")[1] for literal, _ in clashes} <= integrations.RESERVED_SLUGS
+    assert {literal.split("/")[1] for literal, _ in clashes} <= RESERVED_SLUGS
 
 
 def tool_page(client, name: str) -> str:

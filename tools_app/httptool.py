@@ -533,13 +533,14 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
     """The `perform` a runs.Supervisor calls for a run of an http tool. Setup faults
     (an integration that is missing, a withheld one the request needs, a URL out of bounds)
     become the run's failed result, like a code tool's."""
-    from tools_app import integrations, vault
+    from tools_app import vault
+    from tools_app.integrations.errors import IntegrationError
 
     granted = list(access.granted)
     withheld = {d.slug: d.notice for d in access.withheld}
     try:
         found, labels = integration_values(granted)
-    except (integrations.IntegrationError, vault.VaultError) as exc:
+    except (IntegrationError, vault.VaultError) as exc:
         raise RunSetupError(str(exc)) from None
     secrets = {**secrets, **labels}
     values = Values(dict(params), found, withheld)

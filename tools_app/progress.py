@@ -17,7 +17,7 @@ from typing import Any
 
 # What the harnesses send instead of a value that is not a finite number (its kind), and
 # how a notice names it: only these, so a forged one cannot carry text onto the page.
-KINDS = {
+VALUE_KIND_NAMES = {
     "NaN": "NaN",
     "Infinity": "Infinity",
     "-Infinity": "-Infinity",
@@ -53,7 +53,7 @@ class BadProgress(ValueError):
 def kind_of(value: Any) -> str:
     """How a notice names a bad value: its kind, never its content."""
     if isinstance(value, str):
-        return KINDS.get(value, "a string")
+        return VALUE_KIND_NAMES.get(value, "a string")
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, float) and math.isnan(value):

@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from celery import current_app
 from django.conf import settings
+from django.core.cache import caches
 from django.core.files import File
 from django.core.files.storage import storages
 from django.db import DatabaseError, transaction
@@ -49,7 +50,6 @@ from tools_app import (
     egress_config,
     httptool,
     input_files,
-    integrations,
     presets,
     progress,
     runner,
@@ -59,6 +59,10 @@ from tools_app import (
 )
 from tools_app.audit import Actor, record
 from tools_app.checks import ConsoleWarning, warning_source
+from tools_app.integrations.environment import environment_for, readable_paths_for
+from tools_app.integrations.errors import IntegrationError
+from tools_app.integrations.paths import bindable
+from tools_app.integrations.policy import secret_access
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
 from tools_app.models.tools import Language, decode_files
@@ -101,24 +105,23 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-# Versions never change: their parsed manifests are kept, keyed by id and content hash.
-_manifests: dict[tuple[int, str], Manifest] = {}
-MANIFEST_CACHE_SIZE = 512
-
-
 def manifest_of(version: ToolVersion) -> Manifest:
     """The version's manifest with its inputs in TOOL.md order (the form's order, and the
     order of "allowed: ..." in messages). The stored JSON loses that order on PostgreSQL
-    (jsonb sorts keys), so the manifest comes from the TOOL.md text."""
-    key = (version.pk, version.sha256)
-    manifest = _manifests.get(key)
+    (jsonb sorts keys), so the manifest comes from the TOOL.md text.
+
+    Versions never change: each process keeps the parsed manifest (the "local" cache),
+    keyed by id and content hash. An unsaved stand-in (the editor's next draft) has
+    neither, so it is parsed each time."""
+    local = caches["local"]
+    key = f"manifest:{version.pk}:{version.sha256}" if version.pk else None
+    manifest = local.get(key) if key else None
     if manifest is None:
         parsed = toolmd.parse_toolmd(version.toolmd)
         # A version stored under older, looser rules: trust the stored manifest.
         manifest = parsed.manifest or Manifest.from_dict(version.manifest)
-        if len(_manifests) >= MANIFEST_CACHE_SIZE:
-            _manifests.clear()
-        _manifests[key] = manifest
+        if key:
+            local.set(key, manifest, None)
     return manifest
 
 
@@ -319,7 +322,7 @@ def warm_strip_cache() -> int:
     a pool process's first run of each finds them stripped; how many files got
     JavaScript. Nothing when runs do not use the cache (no bubblewrap: no standby
     sandbox) or it is unusable."""
-    if "typescript" not in standby.LANGUAGES or runner.isolation_level()[0] != "bwrap":
+    if "typescript" not in standby.STANDBY_LANGUAGES or runner.isolation_level()[0] != "bwrap":
         return 0
     cache = tsstrip.cache_dir(Path(settings.RUNS_WORK_PATH))
     if cache is None:
@@ -354,9 +357,7 @@ def _execute(
     params = {**run.params, **secret_params}
     # Who may use a secret is decided when the run starts, so an admin's switch applies
     # to runs already queued. Withheld integrations give no variables and no paths.
-    access = integrations.secret_access(
-        run.version, manifest.integrations, user=run.user, via=run.via
-    )
+    access = secret_access(run.version, manifest.integrations, user=run.user, via=run.via)
     notices = access.notices()
     env, secrets = integration_environment(access.granted)
     for name, value in secret_params.items():
@@ -448,11 +449,11 @@ def readable_paths(
     (the state dir, the project, DATA_PATH, keys, the database) are left out with a notice,
     whenever and however they were configured."""
     notices = [] if notices is None else notices
-    paths = integrations.bindable(
+    paths = bindable(
         [Path(p) for p in settings.TOOL_INPUT_DIRS], notices, source="CONSOLE_TOOL_INPUT_DIRS"
     )
     if slugs:
-        paths += integrations.readable_paths_for(slugs, notices)
+        paths += readable_paths_for(slugs, notices)
     return tuple(paths)
 
 
@@ -461,8 +462,8 @@ def integration_environment(slugs: tuple[str, ...] | list[str]) -> tuple[dict, d
     if not slugs:
         return {}, {}
     try:
-        return integrations.environment_for(list(slugs))
-    except (integrations.IntegrationError, vault.VaultError) as exc:
+        return environment_for(list(slugs))
+    except (IntegrationError, vault.VaultError) as exc:
         raise RunSetupError(str(exc)) from None
 
 

@@ -335,13 +335,15 @@ def integration_env(slugs: Iterable[str]) -> tuple[set[str], list[str]]:
     whose variables are unknown (no integration with that slug in the console, and no
     integration type of that name in seed/integrations, which an integration's slug
     defaults to)."""
-    from tools_app import integrations  # imports models: not at module level
+    # These import models: not at module level.
+    from tools_app.integrations.fields import fields_of
+    from tools_app.integrations.types import integration_types
     from tools_app.models import Integration
 
     slugs = list(dict.fromkeys(slugs))
     if not slugs:
         return set(), []
-    types = integrations.integration_types()
+    types = integration_types()
     try:
         configured = {i.slug: i for i in Integration.objects.filter(slug__in=slugs)}
     except DatabaseError:  # tables not migrated yet (a check run before migrate)
@@ -353,7 +355,7 @@ def integration_env(slugs: Iterable[str]) -> tuple[set[str], list[str]]:
         if integration is not None and (
             integration.custom_fields or integration.type_slug in types
         ):
-            fields = integrations.fields_of(integration)
+            fields = fields_of(integration)
         elif slug in types:
             fields = types[slug].fields
         else:

@@ -47,7 +47,7 @@ LANGUAGES = ("typescript", "javascript", "bash", "python")
 ARRAY_TYPES = ("string[]", "number[]", "integer[]", "boolean[]")
 INPUT_TYPES = ("string", "number", "integer", "boolean", "enum", "json", "file", "file[]")
 INPUT_TYPES += ARRAY_TYPES
-KINDS = ("code", "http")
+TOOL_KINDS = ("code", "http")
 VISIBILITIES = ("user-or-llm", "llm-only", "user-only", "hidden")
 # What a model sees (registry formats, MCP): user-only and hidden inputs never.
 MODEL_VISIBILITIES = ("user-or-llm", "llm-only")
@@ -722,8 +722,10 @@ def _check_kind(c: _Checker, m: _Map) -> str:
     kind = m.get("kind")
     if kind is None or kind is _INVALID:
         return "code"
-    if not isinstance(kind, str) or kind not in KINDS:
-        c.error(m.value_lines["kind"], "kind", f"{_show(kind)} is not one of {', '.join(KINDS)}")
+    if not isinstance(kind, str) or kind not in TOOL_KINDS:
+        c.error(
+            m.value_lines["kind"], "kind", f"{_show(kind)} is not one of {', '.join(TOOL_KINDS)}"
+        )
         return "code"
     return kind
 

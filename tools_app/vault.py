@@ -28,9 +28,7 @@ from pathlib import Path
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core import checks
-from django.core.signals import setting_changed
 from django.db import DatabaseError
-from django.dispatch import receiver
 from django.views.decorators.debug import sensitive_variables
 
 from tools_app.checks import ConsoleWarning, Level, warning_source
@@ -63,12 +61,6 @@ class Keyring:
 
 _lock = threading.Lock()
 _cache: dict[tuple, Keyring] = {}
-
-
-@receiver(setting_changed)
-def _forget_keys(*, setting: str, **kwargs) -> None:
-    if setting in ("CONSOLE_ENCRYPTION_KEYS", "ENCRYPTION_KEY_FILE"):
-        _cache.clear()
 
 
 def clear_cache() -> None:

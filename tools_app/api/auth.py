@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
@@ -100,15 +98,12 @@ def touch(token: AgentToken) -> None:
             logger.warning("could not record the use of token %s", token.pk, exc_info=True)
 
 
-def forget_token(sender: Any, instance: AgentToken, **kwargs: Any) -> None:
-    _remembered.pop(instance.token_hash, None)
+def forget_token(token: AgentToken) -> None:
+    """After a token is saved or deleted (tools_app/signals.py)."""
+    _remembered.pop(token.token_hash, None)
     # Again after the commit, in case a request remembered it between save and commit.
-    transaction.on_commit(lambda: _remembered.pop(instance.token_hash, None))
+    transaction.on_commit(lambda: _remembered.pop(token.token_hash, None))
 
 
 def forget_all() -> None:
     _remembered.clear()
-
-
-post_save.connect(forget_token, sender=AgentToken, dispatch_uid="api-forget-token-save")
-post_delete.connect(forget_token, sender=AgentToken, dispatch_uid="api-forget-token-delete")

@@ -3,27 +3,31 @@
 Answers that list many tools are keyed by a cheap revision of the tool table: the ETag is
 derived from it, a 304 needs no serialisation at all, and the full body is serialised once
 per revision and format, then served from memory (each process keeps the bodies it serves
-most; Django's cache shares them between processes when it is shared)."""
+most; Django's cache shares them between processes when it is shared).
+
+If-None-Match is parsed by Django (parse_etags) and bodies are gzipped by Django
+(compress_string). Django's get_conditional_response() and @condition are not used: they
+compare one ETag, where either representation's (plain or gzip) earns a 304 here, and they
+also answer 412 to a GET's If-Match or If-Unmodified-Since, which these read-only answers
+ignore."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Count, Max, Sum
-from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
+from django.utils.http import parse_etags, quote_etag
+from django.utils.text import compress_string
 
 from tools_app.models import Tool
 
@@ -34,10 +38,11 @@ BODY_CACHE_SECONDS = 600
 # How long a process may answer from a cached revision after another process changed a
 # tool (settings.CONSOLE_REGISTRY_REVISION_TTL overrides it).
 REVISION_TTL = 1.0
-# (expiry on the monotonic clock, revision): one tuple, so threads see both or neither.
-_remembered: tuple[float, str] = (0.0, "")
+# The revision is remembered in this process's cache (settings.CACHES["local"]).
+REVISION_KEY = "api:revision"
 # Bodies kept in each process, most recently used last. Keys hold a revision, so a body is
-# never stale, only unused; 64 bounds the memory to a few registries' worth.
+# never stale, only unused; 64 bounds the memory to a few registries' worth. A dict rather
+# than the "local" cache: that one pickles, a copy of a megabyte per full registry answer.
 MAX_LOCAL_BODIES = 64
 _bodies: OrderedDict[str, bytes] = OrderedDict()
 _bodies_lock = threading.Lock()
@@ -47,38 +52,19 @@ MAX_ACCEPT_ENCODING = 1024
 # A longer If-None-Match is not something a real client sends: ignore it, do not parse it.
 MAX_IF_NONE_MATCH = 8 * 1024
 
-# One list element: optional whitespace, an optional entity-tag, whitespace, then a comma
-# or the end. Empty elements are allowed (RFC 9110 section 5.6.1).
-_ELEMENT = re.compile(r'[ \t]*(?:(W/)?"([\x21\x23-\x7e\x80-\xff]*)")?[ \t]*(?:,|\Z)')
-
-
-def parse_if_none_match(header: str) -> list[str] | None:
-    """The opaque tags of an If-None-Match value, ["*"], or None when malformed."""
-    if len(header) > MAX_IF_NONE_MATCH:
-        return None
-    if header.strip(" \t") == "*":
-        return ["*"]
-    tags: list[str] = []
-    pos = 0
-    while pos < len(header):
-        match = _ELEMENT.match(header, pos)
-        if match is None or match.end() == pos:
-            return None
-        if match.group(2) is not None:
-            tags.append(match.group(2))
-        pos = match.end()
-    return tags
-
 
 def none_match_hit(request: HttpRequest, *etags: str) -> bool:
-    """True when If-None-Match matches one of `etags` (weak comparison): a 304 is due.
-
-    A malformed header is ignored (the client gets the full answer), never an error."""
-    header = request.headers.get("If-None-Match")
-    if header is None:
+    """True when If-None-Match matches one of `etags` (weak comparison, RFC 9110 section
+    13.1.2): a 304 is due. Malformed tags in the header are skipped, never an error."""
+    header = request.headers.get("If-None-Match", "")
+    if not header or len(header) > MAX_IF_NONE_MATCH:
         return False
-    tags = parse_if_none_match(header)
-    return bool(tags) and (tags == ["*"] or any(etag in tags for etag in etags))
+    tags = parse_etags(header)
+    if tags == ["*"]:
+        return True
+    # Our tags are hex digests: quoting them needs no quote_etag() (a regex per call).
+    ours = {f'"{etag}"' for etag in etags}
+    return any(tag.removeprefix("W/") in ours for tag in tags)
 
 
 def published_revision() -> str:
@@ -87,15 +73,14 @@ def published_revision() -> str:
     Remembered in this process for REVISION_TTL seconds: the aggregate scans the tool
     table, which would be most of a 304's cost. Saving or deleting a Tool forgets it at
     once in the process that does it; other processes notice within REVISION_TTL."""
-    global _remembered
-    now = time.monotonic()
-    expires, revision = _remembered
-    if expires > now:
+    local = caches["local"]
+    revision = local.get(REVISION_KEY)
+    if revision is not None:
         return revision
     revision = _published_revision()
     ttl = float(getattr(settings, "CONSOLE_REGISTRY_REVISION_TTL", REVISION_TTL))
     if ttl > 0:
-        _remembered = (now + ttl, revision)
+        local.set(REVISION_KEY, revision, ttl)
     return revision
 
 
@@ -109,7 +94,8 @@ def _published_revision() -> str:
     return f"{agg['n']}.{agg['versions'] or 0}.{latest}"
 
 
-def forget_revision(**kwargs: Any) -> None:
+def forget_revision() -> None:
+    """After a Tool is saved or deleted (tools_app/signals.py)."""
     reset_revision()
     # Again after the commit: a request that read the revision between the save and the
     # commit would otherwise keep the old one.
@@ -117,12 +103,7 @@ def forget_revision(**kwargs: Any) -> None:
 
 
 def reset_revision() -> None:
-    global _remembered
-    _remembered = (0.0, "")
-
-
-post_save.connect(forget_revision, sender=Tool, dispatch_uid="api-forget-revision-save")
-post_delete.connect(forget_revision, sender=Tool, dispatch_uid="api-forget-revision-delete")
+    caches["local"].delete(REVISION_KEY)
 
 
 def make_etag(*parts: str) -> str:
@@ -158,7 +139,7 @@ def _answer(etag: str, build: Callable[[], Any], gzipped: bool) -> bytes:
         return _body(etag, lambda: dumps(build()))
 
     if gzipped:
-        return _body(f"{etag}:gzip", lambda: gzip.compress(plain(), 6, mtime=0))
+        return _body(f"{etag}:gzip", lambda: compress_string(plain()))
     return plain()
 
 
@@ -210,7 +191,7 @@ def accepts_gzip(header: str) -> bool:
 
 
 def with_validator(response: HttpResponse, etag: str) -> HttpResponse:
-    response["ETag"] = f'"{etag}"'
+    response["ETag"] = quote_etag(etag)
     # Agents may keep the answer but must revalidate it; it is theirs alone (a token's).
     response["Cache-Control"] = "private, no-cache"
     return response

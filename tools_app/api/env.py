@@ -14,12 +14,15 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from ninja import Router, Schema
 
-from tools_app import integrations, runs, vault
+from tools_app import runs, vault
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import visible_tool
 from tools_app.api.errors import ApiError
 from tools_app.api.schemas import ErrorOut
 from tools_app.audit import Actor, record
+from tools_app.integrations.environment import environment_for
+from tools_app.integrations.errors import IntegrationError
+from tools_app.integrations.policy import secret_access
 from tools_app.models.runs import RunVia
 from tools_app.models.tokens import Scope
 
@@ -68,13 +71,11 @@ def env(request: HttpRequest) -> JsonResponse:
     for name in names:
         version = visible_tool(name).published_version
         manifest = runs.manifest_of(version)
-        access = integrations.secret_access(
-            version, manifest.integrations, user=None, via=RunVia.API
-        )
+        access = secret_access(version, manifest.integrations, user=None, via=RunVia.API)
         slugs += [s for s in access.granted if s not in slugs]
     try:
-        values, _labels = integrations.environment_for(slugs) if slugs else ({}, {})
-    except (integrations.IntegrationError, vault.VaultError) as exc:
+        values, _labels = environment_for(slugs) if slugs else ({}, {})
+    except (IntegrationError, vault.VaultError) as exc:
         raise ApiError(409, "integration unavailable", str(exc)) from None
     record(
         Actor.from_request(request, token=request.auth),

@@ -13,8 +13,19 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from tools_app import integrations as domain
-from tools_app.integrations import FieldSpec, FieldState, IntegrationType
+from tools_app.integrations.errors import InvalidIntegration
+from tools_app.integrations.fields import fields_of, format_custom_fields, parse_custom_fields
+from tools_app.integrations.service import FieldState, field_states
+from tools_app.integrations.types import FieldSpec, IntegrationType
+from tools_app.integrations.validation import (
+    MAX_LABEL,
+    MAX_PATH,
+    MAX_SECRET,
+    MAX_VALUE,
+    secret_problem,
+    slug_problem,
+    value_problem,
+)
 from tools_app.models import Integration
 
 VALUE_PREFIX = "field_"
@@ -28,7 +39,7 @@ class IntegrationForm(forms.Form):
         required=False,
         help_text="Tools name this in their integrations list. Defaults to the type's slug.",
     )
-    label = forms.CharField(max_length=domain.MAX_LABEL, required=False)
+    label = forms.CharField(max_length=MAX_LABEL, required=False)
     enabled = forms.BooleanField(required=False, initial=True)
     revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
     custom_fields = forms.CharField(
@@ -54,7 +65,7 @@ class IntegrationForm(forms.Form):
                 label=integration.label,
                 enabled=integration.enabled,
                 revision=integration.revision,
-                custom_fields=domain.format_custom_fields(domain.fields_of(integration)),
+                custom_fields=format_custom_fields(fields_of(integration)),
             )
             initial.update({VALUE_PREFIX + k: v for k, v in (integration.values or {}).items()})
         else:
@@ -69,9 +80,7 @@ class IntegrationForm(forms.Form):
         if not itype.custom:
             del self.fields["custom_fields"]
         self.specs = self._specs(data)
-        self.states = (
-            {s.spec.name: s for s in domain.field_states(integration)} if integration else {}
-        )
+        self.states = {s.spec.name: s for s in field_states(integration)} if integration else {}
         for spec in self.specs:
             self._add(spec)
 
@@ -81,10 +90,10 @@ class IntegrationForm(forms.Form):
         text = data.get("custom_fields") if data is not None else None
         if text is not None:
             try:
-                return tuple(domain.parse_custom_fields(text))
-            except domain.InvalidIntegration:
+                return tuple(parse_custom_fields(text))
+            except InvalidIntegration:
                 pass
-        return domain.fields_of(self.integration) if self.integration else ()
+        return fields_of(self.integration) if self.integration else ()
 
     def _add(self, spec: FieldSpec) -> None:
         help_text = spec.help
@@ -101,7 +110,7 @@ class IntegrationForm(forms.Form):
                 label=spec.display,
                 required=False,
                 strip=False,
-                max_length=domain.MAX_SECRET * 4,
+                max_length=MAX_SECRET * 4,
                 widget=forms.PasswordInput(
                     render_value=False,
                     attrs={
@@ -125,7 +134,7 @@ class IntegrationForm(forms.Form):
             field = forms.CharField(
                 label=spec.display,
                 required=False,
-                max_length=domain.MAX_PATH if spec.kind != "string" else domain.MAX_VALUE,
+                max_length=MAX_PATH if spec.kind != "string" else MAX_VALUE,
                 widget=forms.URLInput(attrs=widget_attrs)
                 if spec.kind == "url"
                 else forms.TextInput(attrs=widget_attrs),
@@ -138,7 +147,7 @@ class IntegrationForm(forms.Form):
 
     def clean_slug(self) -> str:
         slug = (self.cleaned_data.get("slug") or "").strip() or self.itype.slug
-        if problem := domain.slug_problem(slug):
+        if problem := slug_problem(slug):
             raise ValidationError(problem)
         if Integration.objects.filter(slug=slug).exists():
             raise ValidationError(f"an integration with slug {slug!r} already exists")
@@ -150,8 +159,8 @@ class IntegrationForm(forms.Form):
     def clean_custom_fields(self) -> str:
         text = self.cleaned_data.get("custom_fields") or ""
         try:
-            domain.parse_custom_fields(text)
-        except domain.InvalidIntegration as exc:
+            parse_custom_fields(text)
+        except InvalidIntegration as exc:
             raise ValidationError(exc.errors["custom_fields"]) from None
         return text
 
@@ -232,7 +241,7 @@ class IntegrationForm(forms.Form):
 
 
 def _secret_validator(value: str) -> None:
-    problem = domain.secret_problem(value)
+    problem = secret_problem(value)
     if problem:
         raise ValidationError(f"the secret {problem}")
 
@@ -240,7 +249,7 @@ def _secret_validator(value: str) -> None:
 def _value_validator(spec: FieldSpec):
     def validate(value: str) -> None:
         value = value.strip()
-        if value and (problem := domain.value_problem(spec.kind, value)):
+        if value and (problem := value_problem(spec.kind, value)):
             raise ValidationError(problem)
 
     return validate

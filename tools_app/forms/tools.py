@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from django import forms
-from django.db.models import Q
 
-from tools_app.models.tools import Language, ToolQuerySet
+from tools_app.models.tools import TOOL_STATUS_FILTERS, Language, ToolQuerySet
 from tools_app.toolmd import SLUG_RE
 
 # Longer searches are refused with a 400 rather than sent to the database: no tool name
@@ -14,15 +13,8 @@ MAX_QUERY_LENGTH = 200
 
 STATUS_CHOICES = [
     ("", "Any status"),
-    ("published", "Published"),
-    ("draft", "Draft"),
-    ("disabled", "Disabled"),
+    *((status.value, status.label) for status in TOOL_STATUS_FILTERS),
 ]
-STATUS_FILTERS = {
-    "published": Q(enabled=True, published_version__isnull=False),
-    "draft": Q(enabled=True, published_version__isnull=True),
-    "disabled": Q(enabled=False),
-}
 
 # Sort keys the URL may carry, mapped to an ordering; "name" breaks ties so pages are
 # stable. Anything else falls back to DEFAULT_SORT instead of reaching order_by().
@@ -92,7 +84,7 @@ class ToolFilterForm(forms.Form):
         if data["language"]:
             tools = tools.filter(language=data["language"])
         if data["status"]:
-            tools = tools.filter(STATUS_FILTERS[data["status"]])
+            tools = tools.with_status(data["status"])
         if data["integration"]:
             tools = tools.using_integration(data["integration"])
         return tools.order_by(*SORTS[data["sort"]][1])

@@ -18,8 +18,8 @@ from tools_app.checks import ConsoleWarning, Level, warning_source
 from tools_app.integrations.errors import UnknownType
 from tools_app.integrations.validation import (
     FIELD_KEYS,
+    FIELD_KINDS,
     FIELD_NAME_RE,
-    KINDS,
     MAX_FIELDS,
     MAX_LABEL,
     MAX_TYPE_FILE,
@@ -170,9 +170,11 @@ def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | N
     if env and (problem := env_problem(env)):
         c.error(item.key_lines["env"], f"{path}.env", problem)
     kind = _text(c, item, "kind", f"{path}.kind", required=False) or "string"
-    if kind not in KINDS:
+    if kind not in FIELD_KINDS:
         c.error(
-            item.key_lines["kind"], f"{path}.kind", f"{kind!r} is not one of {', '.join(KINDS)}"
+            item.key_lines["kind"],
+            f"{path}.kind",
+            f"{kind!r} is not one of {', '.join(FIELD_KINDS)}",
         )
     secret = _flag(c, item, "secret", f"{path}.secret")
     if secret and kind != "string":
@@ -183,7 +185,7 @@ def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | N
         default = None
     if secret and default:
         c.error(item.key_lines["default"], f"{path}.default", "secret fields cannot have a default")
-    if default and kind in KINDS and not secret:
+    if default and kind in FIELD_KINDS and not secret:
         problem = value_problem(kind, default)
         if problem:
             c.error(item.key_lines["default"], f"{path}.default", problem)

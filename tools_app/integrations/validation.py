@@ -10,12 +10,14 @@ from django.views.decorators.debug import sensitive_variables
 
 from tools_app.integrations.paths import protected_path_problem
 
+# An integration's slug is what tool manifests name it by: one pattern for both.
+from tools_app.toolmd import SLUG_RE
+
 TYPE_SLUG_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-# Same as tool manifests' integration slugs (tools_app.toolmd.SLUG_RE).
-SLUG_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 FIELD_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
-KINDS = ("string", "url", "path")
+# An integration field's `kind`.
+FIELD_KINDS = ("string", "url", "path")
 METHODS = ("GET", "HEAD", "POST")
 TYPE_KEYS = ("label", "description", "custom", "fields", "test")
 FIELD_KEYS = ("name", "label", "env", "kind", "secret", "required", "default", "help")

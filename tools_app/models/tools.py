@@ -8,22 +8,46 @@ from django.db import models
 from django.db.models import Q
 
 from tools_app.models.fields import OrderedJSONField
+from tools_app.toolmd import ENTRY_FILES, LANGUAGES
+
+# The parser's languages (TYPESCRIPT = "typescript"...), then HTTP. HTTP is not a
+# language: kind: http tools run no code, and the list says so rather than the parser's
+# default language (docs/http-tools.md).
+Language = models.TextChoices(
+    "Language",
+    [(language.upper(), language) for language in LANGUAGES]
+    + [("HTTP", ("http", "http (no code)"))],
+)
 
 
-class Language(models.TextChoices):
-    TYPESCRIPT = "typescript"
-    JAVASCRIPT = "javascript"
-    BASH = "bash"
-    PYTHON = "python"
-    # Not a language: kind: http tools run no code, and the list says so rather than
-    # the parser's default language (docs/http-tools.md).
-    HTTP = "http", "http (no code)"
+class VersionState(models.TextChoices):
+    """Where a version stands. A tool's state (Tool.status) is that of its latest
+    published version, else draft; a disabled tool is disabled whatever its versions."""
+
+    DRAFT = "draft"
+    PUBLISHED = "published"
+    # The published version of a tool that is switched off: agents see nothing.
+    DISABLED = "disabled"
+    # Published once, then replaced by another published version.
+    SUPERSEDED = "superseded"
+
+
+# What each tool state means as a filter (the tool list's Status field).
+TOOL_STATUS_FILTERS = {
+    VersionState.PUBLISHED: Q(enabled=True, published_version__isnull=False),
+    VersionState.DRAFT: Q(enabled=True, published_version__isnull=True),
+    VersionState.DISABLED: Q(enabled=False),
+}
 
 
 class ToolQuerySet(models.QuerySet):
     def published(self) -> ToolQuerySet:
         """Tools agents see: enabled, with a published version."""
-        return self.filter(enabled=True, published_version__isnull=False)
+        return self.filter(TOOL_STATUS_FILTERS[VersionState.PUBLISHED])
+
+    def with_status(self, status: str) -> ToolQuerySet:
+        """Tools whose `status` is `status` (published, draft or disabled)."""
+        return self.filter(TOOL_STATUS_FILTERS[VersionState(status)])
 
     def search(self, query: str) -> ToolQuerySet:
         """Tools holding every word of `query`, in any order, each in the name, the label
@@ -79,10 +103,16 @@ class Tool(models.Model):
         return [s for s in self.integration_slugs.split(",") if s]
 
     @property
-    def status(self) -> str:
+    def status(self) -> VersionState:
         if not self.enabled:
-            return "disabled"
-        return "published" if self.published_version_id else "draft"
+            return VersionState.DISABLED
+        return VersionState.PUBLISHED if self.published_version_id else VersionState.DRAFT
+
+    def version_state(self, version: ToolVersion) -> VersionState:
+        """The state of `version`, one of this tool's versions."""
+        if version.pk == self.published_version_id:
+            return VersionState.PUBLISHED if self.enabled else VersionState.DISABLED
+        return VersionState.DRAFT if version.published_at is None else VersionState.SUPERSEDED
 
     def copy_manifest(self, manifest: Mapping) -> None:
         self.label = manifest.get("label") or manifest["name"]
@@ -139,8 +169,6 @@ class ToolVersion(models.Model):
 
     @property
     def entry(self) -> str | None:
-        from tools_app.toolmd import ENTRY_FILES
-
         for candidate in ENTRY_FILES.get(self.manifest.get("language", ""), ()):
             if candidate in self.files:
                 return candidate

@@ -51,7 +51,6 @@ from .limits import Limits
 from .records import (
     CANCELLED,
     FAILED,
-    LANGUAGES,
     SUCCEEDED,
     TIMED_OUT,
     Artifact,
@@ -64,7 +63,6 @@ from .sandbox import isolation_level, node_executable
 __all__ = [
     "CANCELLED",
     "FAILED",
-    "LANGUAGES",
     "SUCCEEDED",
     "TIMED_OUT",
     "Artifact",

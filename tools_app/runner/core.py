@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from tools_app.toolmd import LANGUAGES
+
 from . import (
     artifacts,
     cgroups,
@@ -46,7 +48,6 @@ from .limits import format_bytes, format_cpus, format_seconds
 from .records import (
     CANCELLED,
     FAILED,
-    LANGUAGES,
     SUCCEEDED,
     TIMED_OUT,
     Artifact,

@@ -10,8 +10,6 @@ from tools_app.egress import Policy
 
 from .limits import Limits
 
-LANGUAGES = ("typescript", "javascript", "python", "bash")
-
 # Run statuses.
 SUCCEEDED = "succeeded"
 FAILED = "failed"

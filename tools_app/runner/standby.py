@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tools_app import egress
+from tools_app.toolmd import LANGUAGES
 
 from . import cgroups, procs, quota, sandbox, seccomp, tsstrip
 from . import network as tool_network
@@ -48,7 +49,8 @@ from .limits import Limits
 
 logger = logging.getLogger(__name__)
 
-LANGUAGES = ("typescript", "javascript", "python")
+# Those with a harness that can wait for its run (node or python); bash runs start cold.
+STANDBY_LANGUAGES = tuple(language for language in LANGUAGES if language != "bash")
 SPARE_IDLE_SECONDS = 120.0
 PREFIX = "spare-"
 READY_SECONDS = 20.0
@@ -540,7 +542,7 @@ def shape_for(
 ) -> Shape | None:
     """The shape of a run that starts in a standby sandbox, or None (bash; no bwrap; no
     interpreter, which the cold path reports)."""
-    if language not in LANGUAGES or sandbox.isolation_level()[0] != "bwrap":
+    if language not in STANDBY_LANGUAGES or sandbox.isolation_level()[0] != "bwrap":
         return None
     folder = Path(work_root).parent if work_root is not None else Path(tempfile.gettempdir())
     try:

@@ -14,7 +14,8 @@ from tools_app.audit_targets import attach_targets, target_label, target_url
 from tools_app.forms.audit import AuditFilterForm
 from tools_app.models import AuditEvent
 from tools_app.roles import allowed_if, can_audit
-from tools_app.views.lists import HtmxHttpRequest, render_list
+from tools_app.views.htmx import HtmxHttpRequest
+from tools_app.views.lists import render_list
 
 RESULTS_TARGET = "audit-results"
 CSV_CHUNK = 500

@@ -23,7 +23,6 @@ from tools_app import (
     bundle,
     diff,
     importer,
-    integrations,
     presets,
     rendering,
     runs,
@@ -43,6 +42,7 @@ from tools_app.forms.editor import (
     initial_files,
 )
 from tools_app.forms.runs import RunForm
+from tools_app.integrations.policy import secret_access
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
@@ -56,8 +56,9 @@ from tools_app.versions import (
     set_enabled,
     unpublish,
 )
+from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
-from tools_app.views.tools import HtmxHttpRequest, get_tool_or_404, tool_header
+from tools_app.views.tools import get_tool_or_404, tool_header
 
 FILES_PREFIX = "files"
 # The run panel's inputs are posted with the editor's form: the prefix keeps a tool input
@@ -322,7 +323,7 @@ def _panel_context(
     return {
         "panel_version": version,
         "run_form": run_form,
-        "run_access": integrations.secret_access(
+        "run_access": secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
         ),
         "run_preset_access": preset_access,
@@ -493,7 +494,7 @@ def tool_versions(request: HttpRequest, name: str) -> HttpResponse:
         request.GET.get("page")
     )
     for version in page:
-        version.state = _state(tool, version)
+        version.state = tool.version_state(version)
         version.run_url = _run_url(tool, version.number)
     numbers = list(tool.versions.order_by("-number").values_list("number", flat=True))
     context = {
@@ -743,12 +744,6 @@ def _version_or_404(tool: Tool, number: int) -> ToolVersion:
     if not 1 <= number <= toolmd.MAX_VERSION:  # out of the column's range: no such version
         raise Http404("No such version.")
     return get_object_or_404(ToolVersion, tool=tool, number=number)
-
-
-def _state(tool: Tool, version: ToolVersion) -> str:
-    if version.pk == tool.published_version_id:
-        return "published" if tool.enabled else "disabled"
-    return "draft" if version.published_at is None else "superseded"
 
 
 def _run_url(tool: Tool, number: int) -> str | None:

@@ -7,42 +7,60 @@ Django's error reports, and responses are not cached."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.middleware import HtmxDetails
 
-from tools_app import integrations as domain
 from tools_app.audit import Actor
 from tools_app.forms.integrations import DeleteForm, IntegrationForm, TestRunsForm
+from tools_app.integrations.connection import connection_test
+from tools_app.integrations.environment import env_preview
+from tools_app.integrations.errors import (
+    Conflict,
+    InUse,
+    InvalidIntegration,
+    SecretsUnavailable,
+    UnknownIntegration,
+    UnknownType,
+)
+from tools_app.integrations.fields import type_of
+from tools_app.integrations.policy import set_allow_test_runs
+from tools_app.integrations.service import (
+    create_integration,
+    delete_integration,
+    field_states,
+    published_tools_using,
+    set_enabled,
+    tools_using,
+    update_integration,
+)
+from tools_app.integrations.types import IntegrationType, get_type, integration_types
+from tools_app.integrations.validation import slug_problem
 from tools_app.models import AuditEvent, Integration, Tool
 from tools_app.roles import ADMIN, VIEWER, has_role, role_required
 from tools_app.toolmd import NAME_RE
+from tools_app.views.htmx import HtmxHttpRequest
 
 
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _type_or_404(type_slug: str) -> domain.IntegrationType:
+def _type_or_404(type_slug: str) -> IntegrationType:
     from django.http import Http404
 
     try:
-        return domain.get_type(type_slug)
-    except domain.UnknownType as exc:
+        return get_type(type_slug)
+    except UnknownType as exc:
         raise Http404(str(exc)) from None
 
 
-def _type_for(integration: Integration) -> domain.IntegrationType:
+def _type_for(integration: Integration) -> IntegrationType:
     """The integration's type; a stand-in when its type file is gone, so the page still
     shows (and lets admins delete) it."""
-    itype = domain.type_of(integration)
+    itype = type_of(integration)
     if itype is not None:
         return itype
-    return domain.IntegrationType(
+    return IntegrationType(
         slug=integration.type_slug,
         label=f"{integration.type_slug} (type not installed)",
         description="",
@@ -55,15 +73,15 @@ def _type_for(integration: Integration) -> domain.IntegrationType:
 @never_cache
 def integration_list(request: HtmxHttpRequest) -> HttpResponse:
     integrations = Integration.objects.prefetch_related("secrets").select_related("updated_by")
-    types = domain.integration_types()
+    types = integration_types()
     rows = []
     for integration in integrations:
         rows.append(
             {
                 "integration": integration,
                 "type": types.get(integration.type_slug),
-                "states": domain.field_states(integration),
-                "tools": domain.tools_using(integration.slug),
+                "states": field_states(integration),
+                "tools": tools_using(integration.slug),
             }
         )
     return render(
@@ -76,7 +94,7 @@ def integration_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 @role_required(ADMIN)
 def integration_new(request: HtmxHttpRequest) -> HttpResponse:
-    types = sorted(domain.integration_types().values(), key=lambda t: t.label.lower())
+    types = sorted(integration_types().values(), key=lambda t: t.label.lower())
     existing = set(Integration.objects.values_list("slug", flat=True))
     return render(request, "integrations/new.html", {"types": types, "existing": existing})
 
@@ -92,7 +110,7 @@ def integration_create(request: HtmxHttpRequest, type_slug: str) -> HttpResponse
         form = IntegrationForm(request.POST, itype=itype)
         if "_refresh" not in request.POST and form.is_valid():
             try:
-                integration = domain.create_integration(
+                integration = create_integration(
                     form.cleaned_data["slug"],
                     itype.slug,
                     actor=Actor.from_request(request),
@@ -102,9 +120,9 @@ def integration_create(request: HtmxHttpRequest, type_slug: str) -> HttpResponse
                     custom_fields=form.cleaned_data.get("custom_fields") if itype.custom else None,
                     enabled=form.cleaned_data["enabled"],
                 )
-            except domain.InvalidIntegration as exc:
+            except InvalidIntegration as exc:
                 form.add_domain_errors(exc.errors)
-            except domain.SecretsUnavailable as exc:
+            except SecretsUnavailable as exc:
                 form.add_error(None, str(exc))
                 return _form_page(request, form, itype, None, status=503)
             else:
@@ -120,7 +138,7 @@ def integration_create(request: HtmxHttpRequest, type_slug: str) -> HttpResponse
 def _form_page(
     request: HtmxHttpRequest,
     form: IntegrationForm,
-    itype: domain.IntegrationType,
+    itype: IntegrationType,
     integration: Integration | None,
     *,
     status: int,
@@ -143,8 +161,8 @@ def _form_page(
 @never_cache
 def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     integration = get_object_or_404(Integration.objects.select_related("updated_by"), slug=slug)
-    tools = domain.tools_using(slug)
-    published = {t.pk for t in domain.published_tools_using(slug)}
+    tools = tools_using(slug)
+    published = {t.pk for t in published_tools_using(slug)}
     events = AuditEvent.objects.filter(target_type="integration", target_id=str(integration.pk))[
         :10
     ]
@@ -154,10 +172,10 @@ def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         {
             "integration": integration,
             "itype": _type_for(integration),
-            "states": domain.field_states(integration),
+            "states": field_states(integration),
             "tools": [{"tool": t, "published": t.pk in published} for t in tools],
             "events": events,
-            "preview": domain.env_preview([slug])[0],
+            "preview": env_preview([slug])[0],
         },
     )
 
@@ -175,7 +193,7 @@ def integration_edit(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         form = IntegrationForm(request.POST, itype=itype, integration=integration)
         if "_refresh" not in request.POST and form.is_valid():
             try:
-                integration = domain.update_integration(
+                integration = update_integration(
                     integration,
                     actor=Actor.from_request(request),
                     revision=form.cleaned_data.get("revision"),
@@ -186,16 +204,16 @@ def integration_edit(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                     custom_fields=form.cleaned_data.get("custom_fields") if itype.custom else None,
                     enabled=form.cleaned_data["enabled"],
                 )
-            except domain.Conflict as exc:
+            except Conflict as exc:
                 form.add_error(None, str(exc))
                 status = 409
-            except domain.InvalidIntegration as exc:
+            except InvalidIntegration as exc:
                 form.add_domain_errors(exc.errors)
                 status = 400
-            except domain.SecretsUnavailable as exc:
+            except SecretsUnavailable as exc:
                 form.add_error(None, str(exc))
                 status = 503
-            except domain.UnknownIntegration as exc:
+            except UnknownIntegration as exc:
                 messages.error(request, str(exc))
                 return redirect("integrations")
             else:
@@ -210,21 +228,21 @@ def integration_edit(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 @sensitive_variables()
 def _run_test(
-    request: HtmxHttpRequest, itype: domain.IntegrationType, integration: Integration | None
+    request: HtmxHttpRequest, itype: IntegrationType, integration: Integration | None
 ) -> HttpResponse:
     form = IntegrationForm(request.POST, itype=itype, integration=integration)
     values, secrets, cleared = form.raw_values()
     # The slug being typed only labels the test (audit, redaction): one that could never be
     # saved (a NUL byte, which PostgreSQL refuses in the audit log) gives way to the type's.
     slug = str(request.POST.get("slug", "")).strip()
-    outcome = domain.connection_test(
+    outcome = connection_test(
         itype,
         actor=Actor.from_request(request),
         values=values,
         secrets=secrets,
         clear=cleared,
         integration=integration,
-        slug="" if domain.slug_problem(slug) else slug,
+        slug="" if slug_problem(slug) else slug,
     )
     template = "integrations/form.html#test-result" if request.htmx else "integrations/test.html"
     return render(
@@ -271,7 +289,7 @@ def _confirm(
 def integration_disable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     integration = get_object_or_404(Integration, slug=slug)
     if request.method == "GET":
-        users = [t.name for t in domain.published_tools_using(slug)]
+        users = [t.name for t in published_tools_using(slug)]
         detail = "Runs stop receiving its values until it is enabled again; nothing is deleted."
         if users:
             detail += f" Published tools that declare it fail: {', '.join(users)}."
@@ -279,7 +297,7 @@ def integration_disable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             request, integration, question=f"Disable integration {slug}?", detail=detail,
             button="Disable", danger=True,
         )  # fmt: skip
-    domain.set_enabled(integration, False, actor=Actor.from_request(request))
+    set_enabled(integration, False, actor=Actor.from_request(request))
     messages.success(
         request, f"Integration {slug} disabled: tools that need it fail until enabled."
     )
@@ -295,7 +313,7 @@ def integration_enable(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             request, integration, question=f"Enable integration {slug}?",
             detail="Runs of tools that declare it receive its values again.", button="Enable",
         )  # fmt: skip
-    domain.set_enabled(integration, True, actor=Actor.from_request(request))
+    set_enabled(integration, True, actor=Actor.from_request(request))
     messages.success(request, f"Integration {slug} enabled.")
     return _back(request, slug)
 
@@ -326,7 +344,7 @@ def integration_test_runs(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         messages.error(request, "The switch could not be read; nothing changed.")
         return _back(request, slug)
     allowed = form.cleaned_data["allow"]
-    domain.set_allow_test_runs(integration, allowed, actor=Actor.from_request(request))
+    set_allow_test_runs(integration, allowed, actor=Actor.from_request(request))
     if allowed:
         messages.success(request, f"Test runs allowed: runs of draft versions now receive {slug}.")
     else:
@@ -350,18 +368,18 @@ def _back(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @role_required(ADMIN)
 def integration_delete(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     integration = get_object_or_404(Integration, slug=slug)
-    in_use = domain.published_tools_using(slug)
+    in_use = published_tools_using(slug)
     status = 200
     if request.method == "POST":
         form = DeleteForm(request.POST)
         if form.is_valid():
             try:
-                domain.delete_integration(
+                delete_integration(
                     integration,
                     actor=Actor.from_request(request),
                     confirm=form.cleaned_data["confirm"],
                 )
-            except domain.InUse as exc:
+            except InUse as exc:
                 form.add_error("confirm", str(exc))
                 status = 409
             else:
@@ -375,7 +393,7 @@ def integration_delete(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         {
             "integration": integration,
             "in_use": in_use,
-            "other_tools": [t for t in domain.tools_using(slug) if t not in in_use],
+            "other_tools": [t for t in tools_using(slug) if t not in in_use],
             "form": form,
         },
         status=status,
@@ -391,7 +409,7 @@ def integration_environment(request: HtmxHttpRequest) -> HttpResponse:
     if wanted:
         # A name no tool can have (NUL bytes, which PostgreSQL refuses) finds nothing.
         tools = tools.filter(name=wanted) if NAME_RE.fullmatch(wanted) else tools.none()
-    rows = [{"tool": t, "items": domain.env_preview(t)} for t in tools]
+    rows = [{"tool": t, "items": env_preview(t)} for t in tools]
     return render(
         request,
         "integrations/environment.html",

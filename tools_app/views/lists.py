@@ -6,16 +6,13 @@ from collections.abc import Callable, Sequence
 
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
-from django_htmx.middleware import HtmxDetails
+
+from tools_app.views.htmx import HtmxHttpRequest
 
 PER_PAGE = 25
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 def render_list(

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from tools_app import health, integrations, nesting, presets, progress, runs
+from tools_app import health, nesting, presets, progress, runs
 from tools_app.audit import Actor
 from tools_app.forms.runs import (
     RAW_MODE_FIELD,
@@ -32,6 +32,7 @@ from tools_app.forms.runs import (
     raw_schema,
     undecodable_names,
 )
+from tools_app.integrations.policy import secret_access
 from tools_app.models import (
     AgentToken,
     Run,
@@ -42,7 +43,8 @@ from tools_app.models import (
 )
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.views.lists import HtmxHttpRequest, render_list
+from tools_app.views.htmx import HtmxHttpRequest
+from tools_app.views.lists import render_list
 from tools_app.views.tools import get_tool_or_404, usable_integrations
 
 RESULTS_TARGET = "run-results"
@@ -105,7 +107,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
         "raw_mode_field": RAW_MODE_FIELD,
         "params_schema": raw_schema(manifest, preset),
         "again": again,
-        "access": integrations.secret_access(
+        "access": secret_access(
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
         ),
         "preset_access": preset_access,

@@ -13,13 +13,15 @@ from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from tools_app import integrations, presets, rendering, schema, toolmd
+from tools_app import presets, rendering, schema, toolmd
 from tools_app.forms.tools import ToolFilterForm
+from tools_app.integrations.policy import secret_access
 from tools_app.models import Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
-from tools_app.views.lists import PER_PAGE, HtmxHttpRequest, render_list
+from tools_app.views.htmx import HtmxHttpRequest
+from tools_app.views.lists import PER_PAGE, render_list
 
 __all__ = ["PER_PAGE"]  # re-exported for tests and callers that page tool lists
 
@@ -122,7 +124,7 @@ def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
         "tool": tool,
         "usable_integrations": usable_integrations(),
         "version": version,
-        "version_state": _version_state(tool, version),
+        "version_state": tool.version_state(version),
         "manifest": manifest,
         "body": body,
         "tabs": tool_tabs(tool, tab, version.number),
@@ -150,7 +152,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "seed_notice": _seed_replaced_console_edit(tool, latest_two),
         "previous_number": latest_two[1].number if len(latest_two) > 1 else None,
         # What a run of this version by the current person would receive (docs/security.md).
-        "access": integrations.secret_access(
+        "access": secret_access(
             version, context["manifest"].integrations, user=request.user, via=RunVia.BROWSER
         ),
         "preset_access": presets.access(
@@ -258,12 +260,6 @@ def _source_files(version: ToolVersion) -> list[SourceFile]:
         budget = max(0, budget - len(text))
         shown.append(SourceFile(path, len(data), html, path == entry))
     return shown
-
-
-def _version_state(tool: Tool, version: ToolVersion) -> str:
-    if version.pk == tool.published_version_id:
-        return "published" if tool.enabled else "disabled"
-    return "draft" if version.published_at is None else "superseded"
 
 
 def _seed_replaced_console_edit(tool: Tool, versions: list[ToolVersion]) -> bool:

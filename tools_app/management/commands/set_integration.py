@@ -19,8 +19,13 @@ import sys
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import integrations as domain
 from tools_app.audit import Actor
+from tools_app.integrations.errors import IntegrationError, InvalidIntegration, UnknownType
+from tools_app.integrations.fields import fields_of, parse_custom_fields, type_of
+from tools_app.integrations.service import create_integration, update_integration
+from tools_app.integrations.types import get_type, integration_types
+from tools_app.integrations.validation import slug_problem
+from tools_app.models import Integration
 
 
 class Command(BaseCommand):
@@ -77,12 +82,12 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         slug: str = options["slug"]
         type_slug: str | None = options["type_slug"]
-        existing = domain.Integration.objects.filter(slug=slug).first()
+        existing = Integration.objects.filter(slug=slug).first()
         try:
             if type_slug is not None:
-                itype = domain.get_type(type_slug)
+                itype = get_type(type_slug)
             elif existing is not None:
-                itype = domain.type_of(existing)
+                itype = type_of(existing)
                 if itype is None:
                     raise CommandError(
                         f"integration {slug!r} has type {existing.type_slug!r}, "
@@ -92,17 +97,17 @@ class Command(BaseCommand):
                 # Bad usage (exit 2): creating needs --type, as a missing argument would.
                 raise CommandError(
                     f"unknown integration {slug!r}: give --type TYPE to create it "
-                    f"(types: {', '.join(sorted(domain.integration_types()))})",
+                    f"(types: {', '.join(sorted(integration_types()))})",
                     returncode=2,
                 )
-        except domain.UnknownType as exc:
+        except UnknownType as exc:
             # Bad usage, like create_agent_token's unknown scope.
             raise CommandError(str(exc), returncode=2) from None
         if existing is not None and existing.type_slug != itype.slug:
             raise CommandError(
                 f"integration {slug!r} has type {existing.type_slug!r}, not {itype.slug!r}"
             )
-        if existing is None and (problem := domain.slug_problem(slug)):
+        if existing is None and (problem := slug_problem(slug)):
             raise CommandError(problem)
 
         definitions = None
@@ -113,11 +118,11 @@ class Command(BaseCommand):
                 )
             definitions = "\n".join(options["define"])
             try:
-                specs = domain.parse_custom_fields(definitions)
-            except domain.InvalidIntegration as exc:
+                specs = parse_custom_fields(definitions)
+            except InvalidIntegration as exc:
                 raise CommandError(str(exc)) from None
         elif existing is not None:
-            specs = list(domain.fields_of(existing))
+            specs = list(fields_of(existing))
         else:
             specs = list(itype.fields)
         by_name = {s.name: s for s in specs}
@@ -165,7 +170,7 @@ class Command(BaseCommand):
         actor = Actor.system()
         try:
             if existing is None:
-                integration = domain.create_integration(
+                integration = create_integration(
                     slug,
                     itype.slug,
                     actor=actor,
@@ -177,7 +182,7 @@ class Command(BaseCommand):
                 )
                 verb = "created"
             else:
-                integration = domain.update_integration(
+                integration = update_integration(
                     existing,
                     actor=actor,
                     label=options["label"],
@@ -188,7 +193,7 @@ class Command(BaseCommand):
                     enabled=enabled,
                 )
                 verb = "updated"
-        except domain.IntegrationError as exc:
+        except IntegrationError as exc:
             raise CommandError(str(exc)) from None
         changed = sorted(set(values) | {n for n, v in secrets.items() if v} | set(options["clear"]))
         detail = f" ({', '.join(changed)})" if changed else ""
