@@ -48,6 +48,8 @@ RUNTIME_PACKAGES = {
     "nftables": "the egress filter",
     "iproute2": "the sandbox's network setup",
     "ffmpeg": "the seed tool convert_audio_to_mp3",
+    "tesseract-ocr": "the seed tool ocr",
+    "tesseract-ocr-eng": "the seed tool ocr's English data",
 }
 TEST_PACKAGES = {
     "chromium": "the browser tests",

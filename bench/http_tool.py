@@ -16,7 +16,7 @@ takes to answer: 0 ms is a best case no real API offers, 100 ms a typical one):
   has ended, timed from the POST to the answer with the mapped outputs.
 
 Both interleaved (`--runs` each); medians and their ratio are printed (target <= 1.5).
-Then the executor alone: tools_app.httptool.perform() called in this process `--runs`
+Then the executor alone: tools_app.http_tools.execute.perform() called in this process `--runs`
 times against the 0 ms server, next to httpx with a fresh connection per call (as the
 executor makes) and the server's handling time: the executor's overhead per call is its
 time minus httpx's.
@@ -106,8 +106,8 @@ def prepare(url: str) -> str:
     from django.core.management import call_command
 
     from tools_app.audit import Actor
+    from tools_app.catalog.versions import save_version
     from tools_app.models import AgentToken
-    from tools_app.versions import save_version
 
     call_command("migrate", verbosity=0)
     sample = {"source": "bench", "status": 200, "body": {"data": {"id": 1, "status": "READY"}}}
@@ -168,26 +168,27 @@ def measure_end_to_end(api: Api, url: str, runs: int, delay: int) -> dict:
         "api_median_ms": round(api_median * 1000, 1),
         "ratio": round(api_median / direct_median, 3),
         "api_minus_direct_ms": round((api_median - direct_median) * 1000, 1),
-        # The run record's duration: the time inside httptool.perform on the worker.
+        # The run record's duration: the time inside execute.perform on the worker.
         "worker_executor_median_ms": round(statistics.median(durations) * 1000, 1),
     }
 
 
 def measure_executor(fake: FakeApi, runs: int) -> dict:
     """httptool.perform() in this process against the 0 ms server, next to httpx."""
-    from tools_app import egress_config, httptool
-    from tools_app import toolmd as toolmd_module
+    from tools_app.egress import config
+    from tools_app.http_tools import execute
+    from tools_app.manifest import toolmd as manifest_toolmd
 
-    manifest = toolmd_module.parse_toolmd(toolmd(fake.url)).manifest
-    policy = egress_config.tool_policy([])
+    manifest = manifest_toolmd.parse_toolmd(toolmd(fake.url)).manifest
+    policy = config.tool_policy([])
     artifacts = Path(tempfile.mkdtemp(prefix="bench-http-artifacts-"))
     perform, direct, handling = [], [], []
     try:
         for n in range(runs + 3):
             fake.handling.clear()
-            values = httptool.Values({"n": n}, {}, {})
+            values = execute.Values({"n": n}, {}, {})
             started = time.perf_counter()
-            outcome = httptool.perform(
+            outcome = execute.perform(
                 manifest, values, policy=policy, secrets={}, timeout=30,
                 artifacts_dir=artifacts, on_update=lambda update: None,
                 cancel=threading.Event(),
@@ -256,7 +257,7 @@ def report(result: dict) -> None:
             f"(target <= {TARGET_RATIO}: {ok})"
         )
     print(
-        f"executor in process: httptool.perform {result['executor_median_ms']} ms vs httpx "
+        f"executor in process: execute.perform {result['executor_median_ms']} ms vs httpx "
         "(fresh connection) "
         f"{result['httpx_median_ms']} ms for the same request (server handling "
         f"{result['server_handling_median_ms']} ms): overhead {result['executor_overhead_ms']} "

@@ -197,7 +197,7 @@ def prepare() -> str:
 def publish(name: str, source: str = TRIVIAL_TS) -> None:
     """Save and publish a TypeScript tool taking an optional integer `n` (after django.setup())."""
     from tools_app.audit import Actor
-    from tools_app.versions import save_version
+    from tools_app.catalog.versions import save_version
 
     toolmd = (
         f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools_app import jssyntax  # noqa: E402
+from tools_app.manifest import jssyntax  # noqa: E402
 
 VALID = b"export async function execute(id: string, params: { n: number }) {\n  return { n: params.n };\n}\n"  # noqa: E501
 CASES = {

@@ -79,8 +79,8 @@ def prepare(count: int) -> str:
     from django.core.management import call_command
 
     from tools_app.audit import Actor
+    from tools_app.catalog.versions import save_version
     from tools_app.models import AgentToken
-    from tools_app.versions import save_version
 
     started = time.monotonic()
     call_command("migrate", verbosity=0)

@@ -53,7 +53,7 @@ def main() -> int:
         from django.core.management import call_command
         from django.utils import timezone
 
-        from tools_app import vault
+        from tools_app.integrations import vault
         from tools_app.models import Integration, IntegrationSecret
 
         if args.database:

@@ -20,7 +20,7 @@ django_app = WSGIMiddleware(
     get_wsgi_application(), workers=int(os.getenv("CONSOLE_WEB_THREADS", "4"))
 )
 
-from tools_app import mcp_server  # noqa: E402  (needs the apps loaded)
+from tools_app.api import mcp as mcp_server  # noqa: E402  (needs the apps loaded)
 from tools_app.models.tokens import Scope  # noqa: E402
 
 MCP_PATHS = ("/mcp", "/mcp/")

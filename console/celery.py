@@ -19,7 +19,7 @@ app.autodiscover_tasks()
 
 
 class WorkerHeartbeat(bootsteps.StartStopStep):
-    """Beat a WorkerHeartbeat row from the worker's main process (tools_app/heartbeat.py),
+    """Beat a WorkerHeartbeat row from the worker's main process (tools_app/ops/heartbeat.py),
     once its pool is up."""
 
     requires = {"celery.worker.components:Pool"}
@@ -28,7 +28,7 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
         self.beater = None
 
     def start(self, worker) -> None:
-        from tools_app.heartbeat import Beater
+        from tools_app.ops.heartbeat import Beater
 
         try:
             queues = ",".join(sorted(worker.app.amqp.queues.consume_from or ()))
@@ -46,7 +46,7 @@ app.steps["worker"].add(WorkerHeartbeat)
 
 
 class WarmStripCache(bootsteps.StartStopStep):
-    """Strip the TypeScript tools' types once the pool is up (runs.warm_strip_cache), so
+    """Strip the TypeScript tools' types once the pool is up (execute.warm_strip_cache), so
     no pool process pays for it in its first run of a tool; from a thread of the main
     process, so the worker's start waits for nothing."""
 
@@ -66,12 +66,12 @@ def warm_strip_cache() -> None:
     """runs.warm_strip_cache, logged: a failure only costs the first runs their strip."""
     from django.db import connections
 
-    from tools_app import runs
-    from tools_app.heartbeat import holding_forks
+    from tools_app.ops.heartbeat import holding_forks
+    from tools_app.runs import execute
 
     started = time.monotonic()
     try:
-        stripped = runs.warm_strip_cache()
+        stripped = execute.warm_strip_cache()
     except Exception:
         logger.exception("could not warm the TypeScript strip cache")
     else:

@@ -256,8 +256,8 @@ if CELERY_BROKER_URL == "filesystem://":
     for _folder in (_queue, _processed, _control, _quarantine):
         _folder.mkdir(parents=True, exist_ok=True)
     # kombu's filesystem transport, made safe: a message appears only when complete and a
-    # bad message file is quarantined instead of killing the worker (tools_app/broker.py).
-    CELERY_BROKER_TRANSPORT = "tools_app.broker:Transport"
+    # bad message file is quarantined instead of killing the worker (tools_app/ops/broker.py).
+    CELERY_BROKER_TRANSPORT = "tools_app.ops.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
@@ -285,7 +285,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {"task": "tools_app.tasks.reap_lost_runs", "schedule": 15.0},
+    # OAuth tokens due within twice the margin are refreshed before a run waits for them.
+    "refresh-oauth-tokens": {"task": "tools_app.tasks.refresh_oauth_tokens", "schedule": 60.0},
 }
+# A token this close to expiry is refreshed before a run gets it (tools_app/integrations/oauth.py).
+OAUTH_REFRESH_MARGIN = envint("CONSOLE_OAUTH_REFRESH_MARGIN", "300")
 
 # Runner limits (docs/runs.md); settings may lower or raise them.
 RUNNER_MEMORY_MB = envint("CONSOLE_RUNNER_MEMORY_MB", "512")
@@ -303,12 +307,12 @@ TOOL_INPUT_DIRS = envlist("CONSOLE_TOOL_INPUT_DIRS", "")
 # that run tools themselves; off unless set to "on".
 CONSOLE_ENV_BRIDGE = os.getenv("CONSOLE_ENV_BRIDGE", "off").strip().lower() == "on"
 RUN_LOST_AFTER_SECONDS = envint("CONSOLE_RUN_LOST_AFTER_SECONDS", "30")
-# Egress exceptions (tools_app/egress.py): comma-separated CIDR, host:port or CIDR:port.
+# Egress exceptions (tools_app/egress/policy.py): comma-separated CIDR, host:port or CIDR:port.
 TOOL_NETWORK_ALLOW = os.getenv("CONSOLE_TOOL_NETWORK_ALLOW", "")
 # The DNS server tools use (an IP); empty: the host's resolver, through slirp4netns.
 TOOL_DNS = os.getenv("CONSOLE_TOOL_DNS", "")
 # A queued run no worker has claimed after this long is sent again once; still unclaimed
-# after as long again, it is marked lost (tools_app/runs.py reap_lost_runs).
+# after as long again, it is marked lost (tools_app/runs/execute.py reap_lost_runs).
 RUN_QUEUED_TIMEOUT_SECONDS = envint("CONSOLE_RUN_QUEUED_TIMEOUT_SECONDS", "600")
 # Each worker writes a WorkerHeartbeat row this often; one older than three beats is dead.
 WORKER_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_WORKER_HEARTBEAT_SECONDS", "5"))
@@ -371,7 +375,7 @@ CONTENT_SECURITY_POLICY = {
 # files in it 0600 (the secret key and encryption key are created 0600 where they are
 # made; an older, looser one is tightened here). A SQLite database is created here, empty
 # and 0600, before SQLite first opens it; SQLite gives its -wal and -shm files the
-# database file's mode (tools_app/statedir.py covers databases made elsewhere).
+# database file's mode (tools_app/ops/statedir.py covers databases made elsewhere).
 def _private(path: Path, mode: int) -> None:
     with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's: left
         if path.stat().st_mode & 0o777 != mode:

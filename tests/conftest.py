@@ -189,7 +189,7 @@ def tool_files(name: str, language: str = "typescript", source: str | None = Non
 @pytest.fixture
 def make_tool(db) -> Callable[..., Tool]:
     """make_tool("name", language=..., inputs=..., publish=True, source=...) -> Tool."""
-    from tools_app.versions import save_version
+    from tools_app.catalog.versions import save_version
 
     def make(name: str, *, publish: bool = True, language: str = "typescript", **kw) -> Tool:
         files = tool_files(name, language, **kw)

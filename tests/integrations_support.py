@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from cryptography.fernet import Fernet
 
-from tools_app import vault
 from tools_app.audit import Actor
+from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
 from tools_app.models import Integration
 

@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from tests.conftest import tool_files
 from tests.integrations_support import create as create_integration
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.versions import save_version
+from tools_app.runs import execute
 
 INPUTS = {
     "query": {"type": "string", "description": "What to look for."},
@@ -58,7 +58,7 @@ def make_site(admin) -> dict[str, str]:
     save_version("lists", tool_files("lists", inputs=LIST_INPUTS), actor=Actor.system(),
                  publish=True)  # fmt: skip
     create_integration("search", "searxng", values={"url": "http://127.0.0.1:9/"})
-    run = runs.start_run(
+    run = execute.start_run(
         Tool.objects.get(name="alpha").published_version,
         {"query": "cats", "limit": 10},
         actor=Actor(user=admin),

@@ -12,7 +12,7 @@ COUNT_PROGRESS = Path(__file__).resolve().parent / "data" / "tools" / "count_pro
 
 def add_count_progress() -> Tool:
     """The tool published, from its folder as a seed tool would be synced."""
-    from tools_app.versions import save_version
+    from tools_app.catalog.versions import save_version
 
     files = {path.name: path.read_bytes() for path in COUNT_PROGRESS.iterdir()}
     save_version("count_progress", files, actor=Actor.system(), publish=True)

@@ -15,10 +15,10 @@ from jsonschema import Draft202012Validator
 
 from tools_app.api import auth, conditional
 from tools_app.audit import Actor
+from tools_app.catalog.sync import sync_tools
+from tools_app.catalog.versions import publish_version, set_enabled, unpublish
+from tools_app.manifest.schema import FORMATS
 from tools_app.models import AgentToken, Tool
-from tools_app.schema import FORMATS
-from tools_app.sync import sync_tools
-from tools_app.versions import publish_version, set_enabled, unpublish
 
 URL = "/api/v1/registry"
 SEED_TOOLS = REPO / "seed" / "tools"

@@ -13,12 +13,12 @@ from conftest import tool_files
 from django.core.cache import cache
 from django.test import Client
 
-from tools_app import bundle, datapath, shim
 from tools_app.api.conditional import make_etag, published_revision
 from tools_app.audit import Actor
+from tools_app.catalog import bundle, datapath, shim
+from tools_app.catalog.sync import sync_tools
+from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.models import Tool
-from tools_app.sync import sync_tools
-from tools_app.versions import save_version, set_enabled
 
 MANIFEST = "/api/v1/sync/manifest"
 

@@ -12,8 +12,8 @@ from django.test import Client
 from jsonschema import Draft202012Validator
 
 from tools_app.audit import Actor
+from tools_app.catalog.versions import publish_version, save_version, set_enabled, unpublish
 from tools_app.models import Tool
-from tools_app.versions import publish_version, save_version, set_enabled, unpublish
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
 

@@ -12,11 +12,11 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.conftest import _user
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -44,11 +44,11 @@ def noter(make_tool) -> Tool:
 
 
 def real_run(tool: Tool, actor: Actor, via: str = RunVia.BROWSER) -> tuple[Run, RunArtifact]:
-    run = runs.start_run(
+    run = run_execute.start_run(
         tool.published_version, {"note": "my-private-note-77"}, actor=actor, via=via,
         enqueue=False,
     )  # fmt: skip
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     return run, run.artifacts.get()
 
@@ -94,7 +94,7 @@ def test_only_the_starting_token_downloads_through_the_api(noter):
         {"params": {"note": "my-private-note-77"}},
         content_type="application/json",
     )
-    run = runs.execute_run(answer.json()["run"])
+    run = run_execute.execute_run(answer.json()["run"])
     (listed,) = starter.get(reverse("api:run", args=[str(run.pk)])).json()["artifacts"]
 
     own = starter.get(listed["url"])

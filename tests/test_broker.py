@@ -1,4 +1,4 @@
-"""The embedded broker (tools_app/broker.py): a message file is visible only when complete,
+"""The embedded broker (tools_app/ops/broker.py): a message file is visible only when complete,
 and a torn or corrupt one is quarantined while the worker goes on (celery/kombu#1551 killed
 the worker with "Unrecoverable error: JSONDecodeError")."""
 
@@ -19,9 +19,10 @@ from kombu import Connection
 from worker_fixtures import CeleryWorker, _configure_publisher, wait_for_run, worker_database_url
 
 from tests.conftest import require
-from tools_app import broker, runs
 from tools_app.audit import Actor
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
+from tools_app.ops import broker
+from tools_app.runs import execute as run_execute
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_PY = """
@@ -67,7 +68,7 @@ def test_the_default_install_uses_the_safe_transport(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out == ["filesystem://", "tools_app.broker"]
+    assert out == ["filesystem://", "tools_app.ops.broker"]
 
 
 def test_a_concurrent_reader_never_sees_a_partial_message(tmp_path):
@@ -201,7 +202,9 @@ def test_a_running_worker_survives_torn_and_corrupt_messages(
         time.sleep(0.05)
 
     for _ in range(2):  # the next runs are served
-        run = runs.start_run(quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
+        run = run_execute.start_run(
+            quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND
+        )
         run = wait_for_run(run.pk, FINISHED, worker=worker)
         assert run.status == RunStatus.SUCCEEDED, run.result
     assert worker.alive

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from tests.browser_support import ARTIFACTS, browser_context, require
 from tests.conftest import REPO
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run, RunUpdate
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.runs import execute
 
 pytestmark = pytest.mark.browser
 
@@ -63,7 +63,7 @@ def test_the_main_pages_run_under_the_policy(admin_context, make_tool, console_a
 
     # Live updates: htmx polls the run page and appends what arrives.
     tool = admin_context_tool("greet")
-    run = runs.start_run(
+    run = execute.start_run(
         tool.published_version,
         {"who": "Ada"},
         actor=Actor(user=console_admin),

@@ -15,8 +15,8 @@ from django.test import Client
 
 from tests.browser_support import ARTIFACTS, browser_context, chromium
 from tests.page_tour import PAGES, Page, make_site, pages_for
+from tools_app.integrations.vault import DEVELOPMENT_KEY_SHORT
 from tools_app.roles import AUDITOR, set_role
-from tools_app.vault import DEVELOPMENT_KEY_SHORT
 
 pytestmark = pytest.mark.browser
 

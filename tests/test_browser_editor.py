@@ -16,8 +16,8 @@ import pytest
 from tests.browser_support import ARTIFACTS, browser_context, require
 from tests.conftest import REPO, tool_files
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, Tool
-from tools_app.versions import save_version
 
 pytestmark = pytest.mark.browser
 

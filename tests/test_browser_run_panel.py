@@ -15,9 +15,9 @@ import pytest
 from tests.browser_support import ARTIFACTS, axe_violations, browser_context, require
 from tests.conftest import REPO, tool_files
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus
-from tools_app.versions import save_version
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 

@@ -1,7 +1,7 @@
 """A running run whose worker goes silent, in Chromium against the real Celery worker: the
 worker's processes are stopped (SIGSTOP), so neither the run's heartbeat
 (Run.heartbeat_at, written by the task every RUN_HEARTBEAT_SECONDS) nor the worker's
-(tools_app/heartbeat.py) moves, and within seconds the run page, still polling, says
+(tools_app/ops/heartbeat.py) moves, and within seconds the run page, still polling, says
 "Its worker has not reported"; once the worker goes on (SIGCONT) the notice goes and
 Cancel works. Status and Cancel stay at the top of the page at 1280 and 390 px while the
 progress list grows. Screenshots go to test-artifacts/."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools_app.bundle import (
+from tools_app.catalog.bundle import (
     MAX_FILE_BYTES,
     MAX_FILES,
     MAX_TOOL_BYTES,

@@ -110,14 +110,14 @@ def execute(tool_call_id, params, signal, on_update):
 
 def leaky_runs(admin_user, raw_token: str) -> list[Run]:
     """Real runs of LEAKY_PY: one from the browser, one through the agent API."""
-    from tools_app import runs
     from tools_app.audit import Actor
-    from tools_app.versions import save_version
+    from tools_app.catalog.versions import save_version
+    from tools_app.runs import execute as run_execute
 
     files = tool_files("leaky", "python", LEAKY_PY, integrations=["searxng", "apify"])
     save_version("leaky", files, actor=Actor(user=admin_user), publish=True)
     version = Tool.objects.get(name="leaky").published_version
-    started = [runs.start_run(version, {}, actor=Actor(user=admin_user), via="browser",
+    started = [run_execute.start_run(version, {}, actor=Actor(user=admin_user), via="browser",
                               enqueue=False)]  # fmt: skip
     api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
     # The invoke queues its task when the transaction commits: this test runs it here
@@ -126,7 +126,7 @@ def leaky_runs(admin_user, raw_token: str) -> list[Run]:
         answer = api.post("/api/v1/tools/leaky/invoke", {}, content_type="application/json")
         assert answer.status_code == 202, answer.content
         started.append(Run.objects.get(pk=answer.json()["run"]))
-        done = [runs.execute_run(run.pk) for run in started]
+        done = [run_execute.execute_run(run.pk) for run in started]
     for run in done:
         assert run.status == "succeeded", run.result
         assert run.artifacts.count() == 1
@@ -195,7 +195,7 @@ def test_it_never_reveals_a_canary_secret(
     # A connection test reaches the provider stand-in on 127.0.0.1 only when allowed (the
     # saved integration's URL is allowed to web_search by itself).
     settings.TOOL_NETWORK_ALLOW = "127.0.0.1:" + fake_provider.url.rsplit(":", 1)[1]
-    from tools_app.sync import sync_tools
+    from tools_app.catalog.sync import sync_tools
 
     sync_tools()  # the seed tools, published, and DATA_PATH written
     assert Tool.objects.filter(name="web_search").exists()

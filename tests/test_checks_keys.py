@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from tests.forms_support import submit
-from tools_app import vault
+from tools_app.integrations import vault
 from tools_app.integrations.environment import environment_for
 from tools_app.integrations.errors import IntegrationUnavailable
 from tools_app.models import IntegrationSecret

@@ -10,8 +10,8 @@ import pytest
 from tests.conftest import tool_files
 from tests.forms_support import forms_of
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.models import AgentToken, AuditEvent, Integration, Tool, ToolVersion
-from tools_app.versions import save_version, set_enabled
 
 # The only forms that may post on one click from these pages: they change nothing anyone
 # else sees.

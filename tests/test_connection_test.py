@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 
 from tests.forms_support import submit
-from tools_app import http
 from tools_app.audit import Actor
+from tools_app.egress import client as http_client
 from tools_app.integrations.connection import connection_test, redact
 from tools_app.integrations.types import get_type
 from tools_app.models import AuditEvent, Integration
@@ -208,13 +208,13 @@ def test_it_calls_the_apify_api_with_the_token(db):
 def test_it_times_out(fake_provider):
     # Without the timeout the answer would come (after 2 s) and nothing would be raised.
     fake_provider.delay = 2
-    with pytest.raises(http.HttpError, match="no answer within 0.5 s|within 0.5 s"):
-        http.request("GET", fake_provider.url, timeout=0.5)
+    with pytest.raises(http_client.HttpError, match="no answer within 0.5 s|within 0.5 s"):
+        http_client.request("GET", fake_provider.url, timeout=0.5)
 
 
 def test_it_caps_the_body(fake_provider):
     fake_provider.body = b"x" * 100_000
-    result = http.request("GET", fake_provider.url, max_body=1000)
+    result = http_client.request("GET", fake_provider.url, max_body=1000)
     assert result.status == 200 and len(result.body) == 1000 and result.truncated
 
 
@@ -222,8 +222,8 @@ def test_it_caps_the_body(fake_provider):
 def test_it_refuses_redirects_to_other_schemes(fake_provider, location):
     fake_provider.status = 302
     fake_provider.headers = {"Location": location}
-    with pytest.raises(http.HttpError, match="only http and https"):
-        http.request("GET", fake_provider.url)
+    with pytest.raises(http_client.HttpError, match="only http and https"):
+        http_client.request("GET", fake_provider.url)
 
 
 def test_it_follows_redirects_on_the_same_origin_with_credentials(fake_provider):
@@ -237,7 +237,7 @@ def test_it_follows_redirects_on_the_same_origin_with_credentials(fake_provider)
         return False
 
     fake_provider.handler = handler
-    result = http.request(
+    result = http_client.request(
         "GET", fake_provider.url + "/start", headers={"Authorization": "Bearer same-origin"}
     )
     assert result.status == 200 and result.redirects == [fake_provider.url + "/end"]
@@ -257,7 +257,7 @@ def test_it_drops_credentials_on_a_redirect_to_another_origin(fake_provider):
         return False
 
     fake_provider.handler = handler
-    http.request(
+    http_client.request(
         "GET",
         fake_provider.url + "/start",
         headers={"Authorization": "Bearer x", "X-Api-Key": "k"},
@@ -271,8 +271,8 @@ def test_it_drops_credentials_on_a_redirect_to_another_origin(fake_provider):
 def test_it_stops_redirect_loops(fake_provider):
     fake_provider.status = 302
     fake_provider.headers = {"Location": "/again"}
-    with pytest.raises(http.HttpError, match="more than 5 redirects"):
-        http.request("GET", fake_provider.url)
+    with pytest.raises(http_client.HttpError, match="more than 5 redirects"):
+        http_client.request("GET", fake_provider.url)
 
 
 def test_it_redacts_encoded_forms_of_secrets():

@@ -29,6 +29,8 @@ RUNTIME = [
     "nftables",
     "iproute2",
     "ffmpeg",
+    "tesseract-ocr",
+    "tesseract-ocr-eng",
 ]
 TEST = ["chromium", "fonts-dejavu-core", "wrk", "libatomic1"]
 
@@ -118,7 +120,7 @@ def test_it_installs_only_the_missing_runtime_packages_as_root(machine: Machine)
     machine.installed("bubblewrap", "util-linux", "iproute2")
     done = machine.packages(test=False)
     assert done.returncode == 0, done.stderr
-    missing = "libseccomp2 slirp4netns nftables ffmpeg"
+    missing = "libseccomp2 slirp4netns nftables ffmpeg tesseract-ocr tesseract-ocr-eng"
     assert machine.apt_calls == [
         "noninteractive update -q",
         f"noninteractive install -y --no-install-recommends {missing} -q",
@@ -128,7 +130,8 @@ def test_it_installs_only_the_missing_runtime_packages_as_root(machine: Machine)
     assert lines == [
         "==> installing system packages with apt-get (libseccomp2: the sandbox's seccomp "
         "filter; slirp4netns: a sandbox's filtered network; nftables: the egress filter; "
-        "ffmpeg: the seed tool convert_audio_to_mp3)"
+        "ffmpeg: the seed tool convert_audio_to_mp3; tesseract-ocr: the seed tool ocr; "
+        "tesseract-ocr-eng: the seed tool ocr's English data)"
     ]
 
 
@@ -151,11 +154,12 @@ def test_it_installs_nothing_when_everything_is_there(machine: Machine) -> None:
 
 @prerequisite(not ROOT, "uid 65534 stands for an ordinary user")
 def test_an_ordinary_user_gets_the_sudo_line_and_goes_on(machine: Machine) -> None:
-    machine.installed(*RUNTIME[:-1])
+    machine.installed(*RUNTIME[:-3])
     done = machine.packages(test=True, user=65534)
     assert done.returncode == 0, done.stderr
     assert machine.apt_calls == []
-    assert f"sudo apt-get install -y --no-install-recommends ffmpeg {' '.join(TEST)}\n" in (
+    seed = "ffmpeg tesseract-ocr tesseract-ocr-eng"
+    assert f"sudo apt-get install -y --no-install-recommends {seed} {' '.join(TEST)}\n" in (
         done.stdout
     )
     assert "fallback sandbox" in done.stdout

@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.utils.safestring import SafeString
 
 from tests.conftest import tool_files
-from tools_app import diff
 from tools_app.audit import Actor
-from tools_app.rendering import MAX_HIGHLIGHT_CHARS
-from tools_app.versions import save_version
+from tools_app.catalog import diff
+from tools_app.catalog.rendering import MAX_HIGHLIGHT_CHARS
+from tools_app.catalog.versions import save_version
 
 
 def _sections(a: dict, b: dict) -> dict[str, diff.Section]:

@@ -15,8 +15,9 @@ import pytest
 from tests.conftest import require
 from tests.editor_support import editor_data, file_index, form_data
 from tests.forms_support import submit
-from tools_app import tool_templates, toolmd
-from tools_app.httpchecks import ValidationContext
+from tools_app.catalog import tool_templates
+from tools_app.http_tools.checks import ValidationContext
+from tools_app.manifest import toolmd
 from tools_app.models import AuditEvent, Tool, ToolVersion
 
 # Code tools: their checks read nothing of a console.
@@ -58,7 +59,7 @@ def test_it_creates_a_draft_from_each_language_template(developer_client, langua
 
 @pytest.mark.parametrize("language", toolmd.LANGUAGES)
 def test_templates_are_valid_and_pass_the_static_checks(language):
-    from tools_app import staticcheck
+    from tools_app.manifest import staticcheck
 
     files = tool_templates.render(language, "demo")
     result = toolmd.validate_files(files, "demo", context=NO_CONSOLE)
@@ -276,7 +277,7 @@ def test_it_adds_and_removes_files(developer_client, make_tool):
 def test_binary_files_and_crlf_line_endings_survive_an_edit(developer_client, db):
     from tests.conftest import tool_files
     from tools_app.audit import Actor
-    from tools_app.versions import save_version
+    from tools_app.catalog.versions import save_version
 
     files = tool_files("alpha", "bash")
     files["index.sh"] = b"#!/bin/bash\r\necho ok\r\n"
@@ -371,7 +372,7 @@ def test_unknown_or_malformed_tool_names_are_404(developer_client, name):
 
 def test_creating_never_appends_to_a_tool_someone_created_meanwhile(make_tool):
     from tools_app.audit import Actor
-    from tools_app.versions import VersionConflict, save_version
+    from tools_app.catalog.versions import VersionConflict, save_version
 
     make_tool("alpha", publish=False)
     # tool_new saves with base=0: "no version may exist yet".

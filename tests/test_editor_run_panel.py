@@ -12,12 +12,12 @@ from django.urls import reverse
 from tests.conftest import tool_files
 from tests.editor_support import file_index
 from tests.forms_support import find_form
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.integrations.policy import is_published, secret_access
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.versions import save_version
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -253,6 +253,6 @@ def test_a_draft_run_gets_no_more_secrets_than_a_test_run(db, developer_client, 
     assert not is_published(run.version)
     access = secret_access(run.version, ["apify"], user=developer, via=RunVia.BROWSER)
     assert [d.slug for d in access.withheld] == ["apify"]
-    finished = runs.execute_run(run.pk)
+    finished = run_execute.execute_run(run.pk)
     assert finished.result["content"][0]["text"] == "APIFY_TOKEN not set"
     assert "'apify' was withheld" in finished.notices[0]

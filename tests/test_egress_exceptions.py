@@ -8,10 +8,11 @@ import json
 import pytest
 from test_http_tool_runs import RunStatus, Server, make, run_of, toolmd
 
-from tools_app import egress, egress_config
-from tools_app import toolmd as toolmd_module
+from tools_app.egress import config
+from tools_app.egress import policy as egress_policy
+from tools_app.http_tools.context import validation_context
+from tools_app.manifest import toolmd as manifest_toolmd
 from tools_app.models import AuditEvent, EgressException
-from tools_app.validation_context import validation_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +29,7 @@ def test_an_admin_allows_a_destination_and_removes_it(console_admin_client):
     event = AuditEvent.objects.get(action="egress.allow")
     assert event.actor == "ada" and event.data == {"entry": "127.0.0.1:8888", "note": "searxng"}
 
-    policy = egress_config.tool_policy(())
+    policy = config.tool_policy(())
     decision = policy.decide("127.0.0.1", 8888)
     assert decision.allowed and "the System page" in decision.reason
     assert not policy.decide("127.0.0.1", 8889).allowed
@@ -40,7 +41,7 @@ def test_an_admin_allows_a_destination_and_removes_it(console_admin_client):
     assert removed.status_code == 302
     assert not EgressException.objects.exists()
     assert AuditEvent.objects.filter(action="egress.remove").exists()
-    assert not egress_config.tool_policy(()).decide("127.0.0.1", 8888).allowed
+    assert not config.tool_policy(()).decide("127.0.0.1", 8888).allowed
 
 
 @pytest.mark.parametrize(
@@ -80,10 +81,10 @@ def test_only_admins_change_exceptions(developer_client, viewer_client, console_
 
 
 def test_a_refusal_says_how_to_allow_the_destination():
-    _, decision = egress.build().decide_host("127.0.0.1", 8888)
+    _, decision = egress_policy.build().decide_host("127.0.0.1", 8888)
     assert not decision.allowed
     assert "Network egress on the System page" in decision.reason
-    assert egress.ALLOW_SETTING in decision.reason
+    assert egress_policy.ALLOW_SETTING in decision.reason
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ ITEM_INPUTS = """  item_id: {type: string, description: Item}
 def test_an_http_tool_reaches_a_local_service_the_system_page_allowed(server):
     text = toolmd(server, ITEM, inputs=ITEM_INPUTS)
     files = {"TOOL.md": text.encode()}
-    refused = toolmd_module.validate_files(files, "fetcher/TOOL.md", context=validation_context())
+    refused = manifest_toolmd.validate_files(files, "fetcher/TOOL.md", context=validation_context())
     assert "this console's own host" in " ".join(str(p) for p in refused.problems)
 
     EgressException.objects.create(entry=f"127.0.0.1:{server.port}")
@@ -121,7 +122,7 @@ def test_the_consoles_own_port_stays_refused_even_when_allowed(server, settings)
     EgressException.objects.create(entry=f"127.0.0.1:{server.port}")
     files = {"TOOL.md": toolmd(server, ITEM, inputs=ITEM_INPUTS).encode()}
 
-    result = toolmd_module.validate_files(files, "fetcher/TOOL.md", context=validation_context())
+    result = manifest_toolmd.validate_files(files, "fetcher/TOOL.md", context=validation_context())
 
     assert result.manifest is None
     assert "this console's own host" in " ".join(str(p) for p in result.problems)

@@ -1,4 +1,4 @@
-"""The console host's own networks are private for the egress policy (tools_app/egress.py
+"""The console host's own networks are private for the egress policy (tools_app/egress/policy.py
 HostNetworks): every subnet of its interfaces and every gateway of its routes, unless
 CONSOLE_TOOL_NETWORK_ALLOW names them. The "console host" is a network namespace of our
 own (`lan` below) whose LAN is a second namespace holding a neighbour, the gateway and a
@@ -38,20 +38,21 @@ TARGETS = [f"{NEIGHBOUR}:80", f"{GATEWAY}:80", f"{PUBLIC}:80"]
 INSIDE = """
 import json, sys
 from pathlib import Path
-from tools_app import egress, http
+from tools_app.egress import policy as egress_policy
+from tools_app.egress import client as http_client
 from tools_app.runner import SUCCEEDED, RunRequest, run
 
 allow, tool = sys.argv[1], Path(sys.argv[2])
 judge, connect = json.loads(sys.argv[3]), json.loads(sys.argv[4])
-policy = egress.build(allow)
+policy = egress_policy.build(allow)
 out = {"summary": policy.summary(), "decide": {}, "console": {}}
 for host, port in judge:
     out["decide"][f"{host}:{port}"] = policy.decide(host, port).reason
 for target in connect:
     try:
-        result = http.request("GET", f"http://{target}/", policy=policy, timeout=5)
+        result = http_client.request("GET", f"http://{target}/", policy=policy, timeout=5)
         out["console"][target] = "ok " + result.text()
-    except http.HttpError as exc:
+    except http_client.HttpError as exc:
         out["console"][target] = f"refused {exc}"
 outcome = run(RunRequest(tool_dir=tool, language="python", entry="index.py",
     params={"targets": connect}, tool_call_id="lan", env={}, secrets={}, network=True,

@@ -1,9 +1,9 @@
-"""A connection uses exactly the addresses the egress policy judged (egress.Policy.
+"""A connection uses exactly the addresses the egress policy judged (egress_policy.Policy.
 decide_host, egress_http.EgressBackend): a name that resolves to a public address and to
 127.0.0.1 is refused whole, and nothing ever connects to its loopback address, for http
 tools, connection tests and OpenAPI import alike.
 
-The name's DNS is the test double (socket.getaddrinfo, which egress.resolve asks). Its
+The name's DNS is the test double (socket.getaddrinfo, which egress_policy.resolve asks). Its
 public address is the test namespace's (tests/egress_support.py), where nothing listens
 on the port used: a connection there is reset at once, so a client that fell back to the
 name's next address would reach the listener on 127.0.0.1 straight away."""
@@ -23,11 +23,12 @@ from django.urls import reverse
 from tests import egress_support as support
 from tests.forms_support import submit
 from tests.integrations_support import fast_passwords  # noqa: F401 (fixture)
-from tools_app import egress, runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.egress import policy as egress_policy
 from tools_app.models import Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.versions import save_version
+from tools_app.runs import execute
 
 NAME = "mixed.egress.test"
 
@@ -80,15 +81,15 @@ def loopback(monkeypatch, hosts) -> Iterator[Listener]:
 
 
 def test_it_judges_every_address_and_hands_the_connection_none_when_one_is_refused(loopback, hosts):
-    judged, decision = egress.build("").decide_host(NAME, loopback.port)
+    judged, decision = egress_policy.build("").decide_host(NAME, loopback.port)
     assert not decision.allowed
     assert decision.reason == (
         f"{NAME}:{loopback.port} is refused by the egress policy: 127.0.0.1 is the host's loopback"
-        f" (to allow it: {egress.ALLOW_HINT})"
+        f" (to allow it: {egress_policy.ALLOW_HINT})"
     )
     assert judged == []
     # Both addresses were judged: the refusal is the second one's.
-    assert [str(ip) for ip in egress.resolve(NAME)] == [hosts.public, "127.0.0.1"]
+    assert [str(ip) for ip in egress_policy.resolve(NAME)] == [hosts.public, "127.0.0.1"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -105,8 +106,8 @@ def test_it_never_lets_an_http_tool_reach_the_names_loopback_address(loopback):
         publish=False,
     )
     version = Tool.objects.get(name="mixed").versions.get()
-    run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
-    run = runs.execute_run(run.pk)
+    run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
+    run = execute.execute_run(run.pk)
     assert run.status == RunStatus.FAILED, run.result
     assert "127.0.0.1 is the host's loopback" in run.result["content"][0]["text"]
 

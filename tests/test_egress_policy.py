@@ -1,6 +1,6 @@
-"""The egress policy module (tools_app/egress.py) and the console's egress-aware HTTP
-client (tools_app/egress_http.py via tools_app/http.py): what is refused, what the allow
-list means, and that console-side requests (connection tests) obey the same rules."""
+"""The egress policy module (tools_app/egress/policy.py) and the console's egress-aware HTTP
+client (tools_app/egress/transport.py via tools_app/egress/client.py): what is refused,
+what the allow list means, and that console-side requests (connection tests) obey the same rules."""
 
 from __future__ import annotations
 
@@ -19,15 +19,16 @@ from django.urls import reverse
 from tests import unprivileged
 from tests.conftest import require
 from tests.forms_support import submit
-from tools_app import egress, http
+from tools_app.egress import client as http_client
+from tools_app.egress import policy as egress_policy
 from tools_app.runner import network
 
 fast_passwords = support.fast_passwords
 
 
-def policy(allow: str = "", own: tuple[str, ...] = ()) -> egress.Policy:
-    return egress.Policy(
-        allows=egress.parse_allow(allow), own=tuple(ipaddress.ip_address(a) for a in own)
+def policy(allow: str = "", own: tuple[str, ...] = ()) -> egress_policy.Policy:
+    return egress_policy.Policy(
+        allows=egress_policy.parse_allow(allow), own=tuple(ipaddress.ip_address(a) for a in own)
     )
 
 
@@ -71,7 +72,9 @@ def test_it_refuses_the_console_hosts_own_addresses():
 
 
 def test_it_parses_each_allow_form():
-    allows = egress.parse_allow(" 10.0.0.0/8 , 127.0.0.1:8888,192.168.0.0/16:5432,[fd00::1]:80 ")
+    allows = egress_policy.parse_allow(
+        " 10.0.0.0/8 , 127.0.0.1:8888,192.168.0.0/16:5432,[fd00::1]:80 "
+    )
     assert [str(a) for a in allows] == [
         "10.0.0.0/8",
         "127.0.0.1:8888",
@@ -89,7 +92,7 @@ def test_it_parses_each_allow_form():
 
 
 def test_it_resolves_host_names_in_the_allow_list():
-    allows = egress.parse_allow("localhost:8888")
+    allows = egress_policy.parse_allow("localhost:8888")
     assert {str(a.network.network_address) for a in allows} >= {"127.0.0.1"}
     assert all(a.port == 8888 for a in allows)
 
@@ -106,16 +109,18 @@ def test_it_resolves_host_names_in_the_allow_list():
     ],
 )
 def test_it_explains_a_malformed_allow_entry(text, message):
-    with pytest.raises(egress.PolicyError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        egress.parse_allow(text)
+    with pytest.raises(
+        egress_policy.PolicyError, match=message.replace("[", r"\[").replace("]", r"\]")
+    ):
+        egress_policy.parse_allow(text)
 
 
 def test_it_allows_the_exact_host_and_port_of_an_integration_url():
-    allows = egress.url_allows("http://127.0.0.1:8888/searx", "integration searxng")
-    checked = egress.Policy(allows=allows)
+    allows = egress_policy.url_allows("http://127.0.0.1:8888/searx", "integration searxng")
+    checked = egress_policy.Policy(allows=allows)
     assert checked.decide("127.0.0.1", 8888).allowed
     assert not checked.decide("127.0.0.1", 8889).allowed
-    assert egress.url_allows("https://[::1]/", "x")[0].port == 443
+    assert egress_policy.url_allows("https://[::1]/", "x")[0].port == 443
 
 
 def test_it_refuses_a_name_when_any_of_its_addresses_is_refused():
@@ -178,33 +183,39 @@ def servers() -> Iterator[tuple[int, int, type[_Redirecting]]]:
 
 def test_it_refuses_a_console_request_to_the_hosts_loopback(servers):
     port, _, handler = servers
-    with pytest.raises(http.HttpError, match="refused by the egress policy: 127.0.0.1 is the"):
-        http.request("GET", f"http://127.0.0.1:{port}/", policy=policy())
+    with pytest.raises(
+        http_client.HttpError, match="refused by the egress policy: 127.0.0.1 is the"
+    ):
+        http_client.request("GET", f"http://127.0.0.1:{port}/", policy=policy())
     assert handler.seen == []
-    allowed = http.request("GET", f"http://127.0.0.1:{port}/", policy=policy(f"127.0.0.1:{port}"))
+    allowed = http_client.request(
+        "GET", f"http://127.0.0.1:{port}/", policy=policy(f"127.0.0.1:{port}")
+    )
     assert allowed.status == 200
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "[::ffff:127.0.0.1]", "[::]"])  # noqa: S104
 def test_it_refuses_console_requests_to_this_host_in_any_spelling(servers, host):
     port, _, handler = servers
-    with pytest.raises(http.HttpError, match="refused by the egress policy"):
-        http.request("GET", f"http://{host}:{port}/", policy=policy())
+    with pytest.raises(http_client.HttpError, match="refused by the egress policy"):
+        http_client.request("GET", f"http://{host}:{port}/", policy=policy())
     assert handler.seen == []
 
 
 def test_it_rechecks_every_redirect_hop(servers):
     port, other, handler = servers
     handler.target = f"http://127.0.0.1:{other}/admin/"
-    with pytest.raises(http.HttpError, match=f"127.0.0.1:{other} is refused by the egress"):
-        http.request("GET", f"http://127.0.0.1:{port}/go", policy=policy(f"127.0.0.1:{port}"))
+    with pytest.raises(http_client.HttpError, match=f"127.0.0.1:{other} is refused by the egress"):
+        http_client.request(
+            "GET", f"http://127.0.0.1:{port}/go", policy=policy(f"127.0.0.1:{port}")
+        )
     assert len(handler.seen) == 1  # the allowed first hop only
 
 
 def test_it_drops_authorization_on_a_cross_origin_redirect(servers):
     port, other, handler = servers
     handler.target = f"http://127.0.0.1:{other}/next"
-    result = http.request(
+    result = http_client.request(
         "GET",
         f"http://127.0.0.1:{port}/go",
         headers={"Authorization": "Bearer tok"},
@@ -237,8 +248,8 @@ def test_it_connects_to_the_address_it_checked(monkeypatch, servers):
         raise httpcore.ConnectError("test stops here")
 
     monkeypatch.setattr(httpcore.SyncBackend, "connect_tcp", record)
-    with pytest.raises(http.HttpError):
-        http.request("GET", f"http://rebind.example:{port}/", policy=policy(), timeout=2)
+    with pytest.raises(http_client.HttpError):
+        http_client.request("GET", f"http://rebind.example:{port}/", policy=policy(), timeout=2)
     assert connected == ["198.51.100.99"]
 
 
@@ -279,19 +290,21 @@ def test_it_lets_a_connection_test_reach_an_allowed_destination(
 
 
 def test_it_refuses_a_dns_setting_that_is_not_an_ipv4_address():
-    with pytest.raises(egress.PolicyError, match="CONSOLE_TOOL_DNS: 'dns.example' is not an IPv4"):
-        egress.build("", dns="dns.example")
+    with pytest.raises(
+        egress_policy.PolicyError, match="CONSOLE_TOOL_DNS: 'dns.example' is not an IPv4"
+    ):
+        egress_policy.build("", dns="dns.example")
 
 
 def test_it_warns_when_tools_egress_is_unfiltered_here(monkeypatch, settings):
     """A non-root worker on a host where runs cannot have a user namespace of their own
     (here: no util-linux unshare)."""
-    from tools_app import egress_config
+    from tools_app.egress import config
     from tools_app.runner import sandbox
 
-    monkeypatch.setattr(egress_config.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(config.os, "geteuid", lambda: 1000)
     monkeypatch.setattr(sandbox, "unshare_executable", lambda: None)
-    warnings = egress_config.egress_warnings()
+    warnings = config.egress_warnings()
     texts = [w.text for w in warnings]
     assert any("share this host's network unfiltered" in t for t in texts), texts
     assert any("(bubblewrap or unshare (util-linux) is not installed)" in t for t in texts)
@@ -299,20 +312,20 @@ def test_it_warns_when_tools_egress_is_unfiltered_here(monkeypatch, settings):
 
 @unprivileged.when_root
 def test_it_does_not_warn_a_non_root_worker_whose_runs_get_their_own_namespaces(settings):
-    from tools_app import egress_config
+    from tools_app.egress import config
     from tools_app.runner import isolation_level, network
 
     assert os.geteuid() != 0  # as root, this runs in a child as uid 65534
     require(isolation_level()[0] != "bwrap", "needs bubblewrap")
     require(network.missing() != [], f"missing: {network.missing()}")
-    assert egress_config.egress_warnings() == []
+    assert config.egress_warnings() == []
 
 
 def test_it_warns_when_the_allow_list_is_invalid(settings):
-    from tools_app import egress_config
+    from tools_app.egress import config
 
     settings.TOOL_NETWORK_ALLOW = "10.0.0.0/8,example.org"
-    (warning,) = egress_config.egress_warnings()
+    (warning,) = config.egress_warnings()
     assert "The egress policy is invalid, so tools with network: true fail" in warning.text
     assert "'example.org': a host name needs a port" in warning.text
     assert warning.level == "error"

@@ -15,7 +15,8 @@ import pytest
 
 from tests import egress_support as support
 from tests.conftest import require
-from tools_app import egress, egress_config
+from tools_app.egress import config
+from tools_app.egress import policy as egress_policy
 from tools_app.runner import FAILED, SUCCEEDED, RunRequest, isolation_level, network, run, standby
 
 # Connects to each "host:port" in params.targets: "ok <answer>" or "refused <error>".
@@ -76,7 +77,7 @@ def no_spares_left() -> Iterator[None]:
 
 
 def probe(
-    tmp_path: Path, targets: list[str], policy: egress.Policy | None, *, network_on=True
+    tmp_path: Path, targets: list[str], policy: egress_policy.Policy | None, *, network_on=True
 ) -> dict[str, str]:
     tool = tmp_path / "probe"
     tool.mkdir(exist_ok=True)
@@ -113,7 +114,7 @@ def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_
         f"::1:{local_http}",
         f"{hosts.private}:80",
     ]
-    results = probe(tmp_path, targets, egress.build(""))
+    results = probe(tmp_path, targets, egress_policy.build(""))
     assert results.pop(f"{hosts.public}:80") == f"ok hello from {hosts.public}"
     assert all(r.startswith("refused") for r in results.values()), results
 
@@ -121,12 +122,12 @@ def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_
 def test_it_refuses_the_console_hosts_own_addresses(tmp_path, hosts):
     # The host's end of the test link has a public address: a console host with a public
     # address serves its pages there (not only on loopback).
-    egress._host_networks.cache_clear()  # the link is new
-    assert egress.refusal(ipaddress.ip_address(hosts.host_public)) is None
+    egress_policy._host_networks.cache_clear()  # the link is new
+    assert egress_policy.refusal(ipaddress.ip_address(hosts.host_public)) is None
     server, port = support.local_server(hosts.host_public)
     try:
         results = probe(
-            tmp_path, [f"{hosts.host_public}:{port}", f"{hosts.public}:80"], egress.build("")
+            tmp_path, [f"{hosts.host_public}:{port}", f"{hosts.public}:80"], egress_policy.build("")
         )
     finally:
         server.shutdown()
@@ -145,7 +146,7 @@ def test_it_allows_what_console_tool_network_allow_names(tmp_path, hosts, local_
     results = probe(
         tmp_path,
         [f"{hosts.private}:80", f"{hosts.private}:81", f"127.0.0.1:{local_http}", "127.0.0.1:6379"],
-        egress.build(allow),
+        egress_policy.build(allow),
     )
     assert results[f"{hosts.private}:80"] == f"ok hello from {hosts.private}"
     assert results[f"{hosts.private}:81"].startswith("refused")  # nothing listens or refused
@@ -164,7 +165,7 @@ def test_it_keeps_the_hosts_loopback_closed_whatever_an_allowed_cidr_covers(
     results = probe(
         tmp_path,
         [f"{hosts.private}:80", f"127.0.0.1:{local_http}", "10.0.2.2:6379", "10.0.2.2:5432"],
-        egress.build(f"10.0.0.0/8,127.0.0.1:{local_http}"),
+        egress_policy.build(f"10.0.0.0/8,127.0.0.1:{local_http}"),
     )
     assert results[f"{hosts.private}:80"].startswith("ok")
     assert results[f"127.0.0.1:{local_http}"].startswith("ok")
@@ -179,10 +180,10 @@ def test_it_allows_an_integration_url_only_to_the_tool_that_declares_it(
 
     integrations_support.create("searxng", values={"url": f"http://127.0.0.1:{local_http}"})
     target = [f"127.0.0.1:{local_http}", "127.0.0.1:6379"]
-    declares = probe(tmp_path, target, egress_config.tool_policy(["searxng"]))
+    declares = probe(tmp_path, target, config.tool_policy(["searxng"]))
     assert declares[f"127.0.0.1:{local_http}"].startswith("ok hello")
     assert declares["127.0.0.1:6379"].startswith("refused")
-    other = probe(tmp_path, target, egress_config.tool_policy([]))
+    other = probe(tmp_path, target, config.tool_policy([]))
     assert other[f"127.0.0.1:{local_http}"].startswith("refused")
 
 
@@ -204,7 +205,7 @@ def test_it_resolves_names_through_the_configured_dns(tmp_path, hosts):
             tool_call_id="dns",
             env={},
             secrets={},
-            egress=egress.build("", dns=hosts.public),
+            egress=egress_policy.build("", dns=hosts.public),
         )
     )
     assert outcome.status == SUCCEEDED, outcome.result
@@ -212,7 +213,7 @@ def test_it_resolves_names_through_the_configured_dns(tmp_path, hosts):
 
 
 def test_it_gives_network_false_no_network_at_all(tmp_path, hosts):
-    results = probe(tmp_path, [f"{hosts.public}:80"], egress.build(""), network_on=False)
+    results = probe(tmp_path, [f"{hosts.public}:80"], egress_policy.build(""), network_on=False)
     assert results[f"{hosts.public}:80"].startswith("refused")
 
 
@@ -229,7 +230,7 @@ def test_it_filters_a_cold_bash_run_and_leaves_no_slirp_behind(tmp_path, hosts, 
             tool_call_id="sh",
             env={"TARGETS": f"{hosts.public}:80 127.0.0.1:{local_http} {hosts.private}:80"},
             secrets={},
-            egress=egress.build(""),
+            egress=egress_policy.build(""),
         )
     )
     assert outcome.status == SUCCEEDED, outcome.result
@@ -265,7 +266,7 @@ def test_it_fails_closed_when_the_user_mode_network_cannot_start(tmp_path, monke
             tool_call_id="sh",
             env={},
             secrets={},
-            egress=egress.build(""),
+            egress=egress_policy.build(""),
         )
     )
     assert outcome.status == FAILED
@@ -287,9 +288,9 @@ def test_it_records_the_policy_on_the_run_page_and_in_the_api(
     from django.urls import reverse
 
     from tests import integrations_support
-    from tools_app import runs
     from tools_app.audit import Actor
     from tools_app.models import AgentToken
+    from tools_app.runs import execute as run_execute
 
     integrations_support.create("searxng", values={"url": f"http://127.0.0.1:{local_http}"})
     target = f"127.0.0.1:{local_http}"
@@ -304,14 +305,14 @@ def test_it_records_the_policy_on_the_run_page_and_in_the_api(
     token, raw = AgentToken.issue("agent", ["tools:invoke"])
     done = {}
     for tool in (declares, other):
-        run_row = runs.start_run(
+        run_row = run_execute.start_run(
             tool.published_version,
             {"targets": f"{target} {hosts.public}:80"},
             actor=Actor(token=token),
             via="api",
             enqueue=False,
         )
-        done[tool.name] = runs.execute_run(run_row.pk)
+        done[tool.name] = run_execute.execute_run(run_row.pk)
     searcher, plain = done["searcher"], done["other"]
     assert json.loads(searcher.result["content"][0]["text"])[target].startswith("ok hello")
     assert json.loads(plain.result["content"][0]["text"])[target].startswith("refused")
@@ -335,10 +336,10 @@ def execute(tool_call_id, params, signal, on_update):
 RUN_ONE = """
 import json, sys
 from pathlib import Path
-from tools_app import egress
+from tools_app.egress import policy as egress_policy
 from tools_app.runner import RunRequest, run
 outcome = run(RunRequest(tool_dir=Path(sys.argv[1]), language="python", entry="index.py",
-    params={}, tool_call_id="dns", env={}, secrets={}, egress=egress.build("")))
+    params={}, tool_call_id="dns", env={}, secrets={}, egress=egress_policy.build("")))
 print(json.dumps(outcome.result))
 """
 

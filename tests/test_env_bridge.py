@@ -9,8 +9,8 @@ from agent_api import agent_client, reset_api_caches
 
 from tests.conftest import tool_files
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import AuditEvent
-from tools_app.versions import save_version
 
 pytestmark = pytest.mark.django_db
 

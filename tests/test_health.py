@@ -1,6 +1,6 @@
 """Health: /healthz (liveness), GET /api/v1/health (readiness, 503 when not ready), the
 System page, the nav's warning dot and the run page's "waiting for a worker" line, all
-answered by tools_app/health.py from real worker heartbeats and a real broker."""
+answered by tools_app/ops/health.py from real worker heartbeats and a real broker."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from console.celery import app
-from tools_app import health, runs
 from tools_app.audit import Actor
 from tools_app.models import Run, WorkerHeartbeat
 from tools_app.models.runs import RunVia
 from tools_app.models.tokens import AgentToken, Scope
+from tools_app.ops import health
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ def test_it_counts_pending_messages_and_queued_runs(
     beat()
     tool = make_tool("quick", language="python")
     with django_capture_on_commit_callbacks(execute=True):
-        runs.start_run(tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
+        run_execute.start_run(tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
 
     _, body = get_health(token_client())
 
@@ -199,7 +200,7 @@ def test_the_cheap_answers_cost_one_query_each(alive, django_assert_max_num_quer
 
 def test_the_run_page_says_when_no_worker_will_pick_a_run_up(developer, make_tool):
     tool = make_tool("quick", language="python")
-    run = runs.start_run(
+    run = run_execute.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     client = Client()

@@ -1,6 +1,6 @@
 """Samples for http tools from the browser (docs/http-tools.md): "Save this response as a
 sample" on a successful run's page (stored redacted, the run id as its source, in a new
-draft version through tools_app.versions), and a documented example pasted with its URL."""
+draft version through tools_app.catalog.versions), and a documented example pasted with its URL."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from django.test import Client
 from tests.conftest import _user
 from tests.forms_support import submit
 from tests.integrations_support import fake_provider, send_json  # noqa: F401 (fixture)
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import InvalidTool, publish_version, save_version
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER
-from tools_app.versions import InvalidTool, publish_version, save_version
+from tools_app.runs import execute
 
 pytestmark = pytest.mark.django_db
 
@@ -62,9 +62,9 @@ def tool(settings, provider) -> Tool:
 def finished_run(tool: Tool, user=None) -> Run:
     """A successful run, started by `user` (the only one but admins who may read it)."""
     actor = Actor(user=user) if user is not None else Actor.system()
-    run = runs.start_run(tool.published_version, {"key": CANARY}, actor=actor,
+    run = execute.start_run(tool.published_version, {"key": CANARY}, actor=actor,
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
-    run = runs.execute_run(run.pk)
+    run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     return run
 

@@ -1,8 +1,9 @@
-"""The generated index.js of kind: http tools (tools_app/shim, index.http.template.js) end to
-end: a live console (gunicorn) with a real Celery worker, a local server standing in for
-the tool's provider, the tool mirrored into DATA_PATH/tools and loaded by a Node loader
-written from the seed's rules only (tests/data/seed_loader.mjs). The index.js invokes the
-tool through the agent API, so the integration's secret stays in the console."""
+"""The generated index.js of kind: http tools (tools_app/catalog/shim,
+index.http.template.js) end to end: a live console (gunicorn) with a real Celery worker, a
+local server standing in for the tool's provider, the tool mirrored into DATA_PATH/tools
+and loaded by a Node loader written from the seed's rules only (tests/data/seed_loader.mjs).
+The index.js invokes the tool through the agent API, so the integration's secret stays in
+the console."""
 
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ import httpx
 import pytest
 from worker_fixtures import REPO, CeleryWorker
 
-from tools_app import bundle, datapath, shim
 from tools_app.audit import Actor
+from tools_app.catalog import bundle, datapath, shim
+from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner.sandbox import node_executable
-from tools_app.versions import save_version, set_enabled
 
 LOADER = REPO / "tests" / "data" / "seed_loader.mjs"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -9,8 +9,8 @@ import pytest
 
 from tests.agent_api import agent_client, reset_api_caches
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import Tool
-from tools_app.versions import save_version
 
 SAMPLE = {"source": "https://docs.example.com/x", "status": 200, "body": {"id": "1"}}
 TOOLMD = (

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from agent_api import agent_client, reset_api_caches
 
-from tools_app import bundle, schema
 from tools_app.audit import Actor
-from tools_app.versions import save_version
+from tools_app.catalog import bundle
+from tools_app.catalog.versions import save_version
+from tools_app.manifest import schema
 
 TOOL = Path(__file__).parent / "data" / "http" / "v02_post_body_hidden_token" / "tool"
 pytestmark = pytest.mark.django_db
@@ -55,7 +56,7 @@ def test_it_lists_every_input_and_the_outputs_natively(published) -> None:
 
 def test_it_refuses_a_hidden_input_from_a_caller(published) -> None:
     from tools_app.models import Tool
-    from tools_app.runs import manifest_of
+    from tools_app.runs.execute import manifest_of
 
     manifest = manifest_of(Tool.objects.get(name="apify_run").published_version)
     _filled, errors = schema.validate_params(manifest, {"actor_id": "a", "token": "mine"})

@@ -1,4 +1,4 @@
-"""Runs of kind: http tools (docs/http-tools.md, tools_app/httptool.py) against local HTTP
+"""Runs of kind: http tools (docs/http-tools.md, tools_app/http_tools/execute.py) against local HTTP
 servers on 127.0.0.1, allowed through CONSOLE_TOOL_NETWORK_ALLOW as an admin would."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import pytest
 
 from tests.forms_support import submit
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import httptool, runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.http_tools import execute as http_execute
+from tools_app.http_tools.context import validation_context
 from tools_app.integrations.service import create_integration
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.validation_context import validation_context
-from tools_app.versions import save_version
+from tools_app.runs import execute as run_execute
 
 TOKEN = "s3cr3t-apify-token-7f"
 SAMPLE = {"source": "https://docs.example.com/items", "status": 200,
@@ -160,10 +161,10 @@ def make(text: str, *, publish: bool = True) -> Tool:
 
 def run_of(tool: Tool, params: dict, *, actor=None, draft: bool = False) -> Run:
     version = tool.versions.order_by("-number").first() if draft else tool.published_version
-    run = runs.start_run(
+    run = run_execute.start_run(
         version, params, actor=actor or Actor.system(), via=RunVia.BROWSER, enqueue=False
     )
-    return runs.execute_run(run.pk)
+    return run_execute.execute_run(run.pk)
 
 
 ITEM = """  method: GET
@@ -272,23 +273,23 @@ def test_it_retries_get_on_503_and_never_post(server) -> None:
 
 
 def test_it_honours_retry_after_up_to_a_cap() -> None:
-    from tools_app import http
+    from tools_app.egress import client as http_client
 
-    def result(value: str) -> http.HttpResult:
-        return http.HttpResult(503, "", {"retry-after": value}, b"", False, "", 0.0)
+    def result(value: str) -> http_client.HttpResult:
+        return http_client.HttpResult(503, "", {"retry-after": value}, b"", False, "", 0.0)
 
-    assert httptool._retry_delay(result("7"), 0) == 7
-    assert httptool._retry_delay(result("86400"), 0) == httptool.RETRY_AFTER_CAP
-    assert httptool._retry_delay(result(""), 1) == 2 * httptool.RETRY_BACKOFF
+    assert http_execute._retry_delay(result("7"), 0) == 7
+    assert http_execute._retry_delay(result("86400"), 0) == http_execute.RETRY_AFTER_CAP
+    assert http_execute._retry_delay(result(""), 1) == 2 * http_execute.RETRY_BACKOFF
 
 
 def test_it_cancels_a_request_in_flight(server) -> None:
     tool = make(toolmd(server, "  url: BASE/hang\n  response: text\n", timeout=120))
-    run = runs.start_run(tool.published_version, {}, actor=Actor.system(), via="browser",
+    run = run_execute.start_run(tool.published_version, {}, actor=Actor.system(), via="browser",
                          enqueue=False)  # fmt: skip
     server.on_hang = lambda: Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     done: list[Run] = []
-    thread = threading.Thread(target=lambda: done.append(runs.execute_run(run.pk)))
+    thread = threading.Thread(target=lambda: done.append(run_execute.execute_run(run.pk)))
     thread.start()
     thread.join(60)  # a liveness bound: without the abort it waits for the server (60 s)
     assert not server.release.is_set()
@@ -380,7 +381,7 @@ def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
     worker.start()
     try:
         tool = make(toolmd(srv, ITEM, inputs=ITEM_INPUTS, outputs=ITEM_OUTPUTS))
-        run = runs.start_run(
+        run = run_execute.start_run(
             tool.published_version, {"item_id": "w1"}, actor=Actor.system(), via=RunVia.API
         )
         run = wait_for_run(run.pk, (RunStatus.SUCCEEDED, RunStatus.FAILED), worker=worker)
@@ -474,7 +475,7 @@ def test_it_repeats_a_query_key_for_each_item_of_a_list_input(server) -> None:
 
 
 def test_it_refuses_structured_items_for_a_repeated_query_key(server) -> None:
-    from tools_app import schema
+    from tools_app.manifest import schema
 
     inputs = "  ids: {type: json, description: Ids}\n"
     tool = make(toolmd(server, LIST_QUERY.replace(', tag: "{{tags}}"', ""), inputs=inputs))
@@ -493,17 +494,17 @@ def test_it_refuses_structured_items_for_a_repeated_query_key(server) -> None:
 
 
 def toolmd_module_spec(type_: str):
-    from tools_app import toolmd as toolmd_module
+    from tools_app.manifest import toolmd as manifest_toolmd
 
-    spec = toolmd_module.InputSpec(name="n", type=type_, description="N")
-    return toolmd_module.Manifest(name="n", label="", description="", inputs={"n": spec})
+    spec = manifest_toolmd.InputSpec(name="n", type=type_, description="N")
+    return manifest_toolmd.Manifest(name="n", label="", description="", inputs={"n": spec})
 
 
 def toolmd_of(tool: Tool):
-    from tools_app import toolmd as toolmd_module
+    from tools_app.manifest import toolmd as manifest_toolmd
 
     files = tool.versions.order_by("-number").first().file_bytes()
-    return toolmd_module.validate_files(
+    return manifest_toolmd.validate_files(
         files, "fetcher/TOOL.md", context=validation_context()
     ).manifest
 
@@ -523,12 +524,12 @@ def test_it_takes_list_inputs_from_the_api_and_the_run_form(
     assert bad.status_code == 422
     assert bad.json()["detail"] == ["ids.0: {'a': 1} is not of type 'integer'"]
     # This test runs the run itself: no message may reach a worker another test started.
-    monkeypatch.setattr(runs, "enqueue_run", lambda run_id: None)
+    monkeypatch.setattr(run_execute, "enqueue_run", lambda run_id: None)
     with django_capture_on_commit_callbacks(execute=False):
         response = api.post(url, {"params": {"ids": [3, 4]}}, content_type="application/json")
     assert response.status_code == 202, response.content
     run_id = response.json()["run"]
-    run = runs.execute_run(run_id)
+    run = run_execute.execute_run(run_id)
     assert run is not None, Run.objects.filter(pk=run_id).values("status", "worker", "error")
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert _query(server) == "id=3&id=4&fixed=k"

@@ -11,10 +11,10 @@ from django.core.management.base import CommandError
 
 from tests.conftest import tool_files
 from tests.forms_support import link, submit
-from tools_app import toolmd
-from tools_app.httpchecks import ValidationContext
+from tools_app.http_tools.checks import ValidationContext
+from tools_app.http_tools.context import validation_context
+from tools_app.manifest import toolmd
 from tools_app.models import EgressException, Integration
-from tools_app.validation_context import validation_context
 
 CASES = Path(__file__).parent / "data" / "http"
 NAMES = sorted(p.name for p in CASES.iterdir() if p.is_dir())
@@ -83,7 +83,7 @@ def test_it_fails_validate_tools_for_an_unverified_output(console, capsys) -> No
 
 @pytest.mark.django_db
 def test_it_refuses_to_save_and_so_to_publish_an_http_tool_with_an_error(console) -> None:
-    from tools_app import bundle, versions
+    from tools_app.catalog import bundle, versions
 
     files = bundle.read_tool_dir(CASES / "i03_console_own_host" / "tool")
     assert not versions.validate("tool", files, validation_context()).ok
@@ -95,10 +95,10 @@ def test_it_refuses_to_save_and_so_to_publish_an_http_tool_with_an_error(console
 def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console_admin) -> None:
     from django.test import Client
 
-    from tools_app import bundle
     from tools_app.audit import Actor
+    from tools_app.catalog import bundle
+    from tools_app.catalog.versions import save_version
     from tools_app.models import Tool
-    from tools_app.versions import save_version
 
     files = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")
     save_version("tool", files, actor=Actor.system(), publish=False)
@@ -120,10 +120,10 @@ def test_it_shows_the_problem_on_an_editor_save_and_keeps_the_text(
     console, developer_client
 ) -> None:
     from tests.editor_support import editor_data
-    from tools_app import bundle
     from tools_app.audit import Actor
+    from tools_app.catalog import bundle
+    from tools_app.catalog.versions import save_version
     from tools_app.models import ToolVersion
-    from tools_app.versions import save_version
 
     console.ALLOWED_HOSTS = ["testserver", "console.example.org"]
     files = bundle.read_tool_dir(CASES / "v01_get_with_outputs" / "tool")

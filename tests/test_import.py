@@ -17,10 +17,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.conftest import tool_files
 from tests.editor_support import zip_of
 from tests.forms_support import submit
-from tools_app import importer
 from tools_app.audit import Actor
+from tools_app.catalog import importer
+from tools_app.catalog.versions import save_version
 from tools_app.models import AuditEvent, Tool, ToolVersion
-from tools_app.versions import save_version
 
 MIB = 1024 * 1024
 

@@ -1,7 +1,7 @@
 """No import loops between the project's modules (docs/development.md): every import counts,
 top-level or inside a function, because an import placed in a function only hides a loop
 until the day someone moves it. And the TOOL.md parser stays free of Django: it gets what it
-needs to know as an argument (tools_app/validation_context.py builds it), never from
+needs to know as an argument (tools_app/http_tools/context.py builds it), never from
 settings or the database."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tools_app", "console")
 
 # Modules the parser must reach neither directly nor through other project modules.
-PURE = ("tools_app.toolmd", "tools_app.httpchecks")
+PURE = ("tools_app.manifest.toolmd", "tools_app.http_tools.checks")
 FORBIDDEN = ("django.conf", "tools_app.models", "tools_app.integrations")
 
 
@@ -70,6 +70,14 @@ def imported_names(module: str, path: Path, modules: set[str]) -> set[str]:
     return names
 
 
+def _packages_of(name: str) -> list[str]:
+    """Importing `a.b.c` runs `a/__init__.py` and `a/b/__init__.py` first: what those import
+    counts too, so a package's __init__ cannot hide a loop (the importer's own packages are
+    running already, so importing a sibling adds no edge)."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
 def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """(edges between project modules, every outside module each one imports)."""
     files = module_files()
@@ -77,6 +85,8 @@ def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     outside: dict[str, set[str]] = {}
     for module, path in files.items():
         names = imported_names(module, path, set(files))
+        own = set(_packages_of(module))  # already running when this module runs
+        names |= {parent for name in names for parent in _packages_of(name)} - own
         edges[module] = {n for n in names if n in files and n != module}
         outside[module] = {n for n in names if n.split(".")[0] not in PACKAGES}
     return edges, outside
@@ -198,3 +208,32 @@ def test_it_sees_imports_inside_functions_and_relative_ones(tmp_path):
     edges = {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": set()}
     assert cycles(edges) == [["pkg.a", "pkg.b", "pkg.a"]]
     assert cycles({"pkg.a": {"pkg.b"}, "pkg.b": set()}) == []
+
+
+def test_it_counts_what_a_package_init_imports(tmp_path, monkeypatch):
+    # pkg.a imports pkg.sub.b, which runs pkg/sub/__init__.py first; that imports pkg.a.
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.sub.b import f\n")
+    (package / "sub" / "__init__.py").write_text("from pkg import a\n")
+    (package / "sub" / "b.py").write_text("def f():\n    pass\n")
+    monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
+    monkeypatch.setattr(f"{__name__}.PACKAGES", ("pkg",))
+    edges, _ = import_graph()
+    assert "pkg.sub" in edges["pkg.a"]
+    assert {"pkg.a", "pkg.sub"} in loops(edges)
+
+
+# The packages of the tree (docs/development.md, "Layout"; models/ re-exports its models
+# as Django expects, runner/ its entry points, api/ builds the NinjaAPI): their __init__
+# holds a docstring and nothing else, so importing one of their modules imports nothing
+# more and every caller names the module that defines what it uses.
+CONCEPT_PACKAGES = ("lib", "manifest", "catalog", "http_tools", "http_tools/openapi", "egress")
+CONCEPT_PACKAGES += ("runs", "ops", "integrations", "views", "forms")
+
+
+@pytest.mark.parametrize("package", CONCEPT_PACKAGES)
+def test_it_keeps_package_inits_to_a_docstring(package):
+    body = ast.parse((REPO / "tools_app" / package / "__init__.py").read_text()).body
+    assert all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body)

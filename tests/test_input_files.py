@@ -1,4 +1,4 @@
-"""`json`, `file` and `file[]` inputs (docs/tool-format.md, tools_app/input_files.py): the
+"""`json`, `file` and `file[]` inputs (docs/tool-format.md, tools_app/manifest/input_files.py): the
 run form's JSON box and uploads, base64 file objects through the API, files handed to a
 code tool in its work dir (a real run in the sandbox) and to an http tool in its body."""
 
@@ -13,11 +13,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.agent_api import agent_client, reset_api_caches
 from tests.forms_support import submit
 from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
-from tools_app import input_files, runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.manifest import input_files
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.versions import save_version
+from tools_app.runs import execute as run_execute
 
 MIB = 1024 * 1024
 READER_PY = """
@@ -70,7 +71,7 @@ def test_it_hands_an_uploaded_file_to_a_code_tool(reader, developer_client) -> N
     assert run.params["doc"] == {"name": "passwd", "mime_type": "text/plain", "size": 9}
     assert run.params["config"] == {"depth": 2}
 
-    seen = seen_by_tool(runs.execute_run(run.pk))
+    seen = seen_by_tool(run_execute.execute_run(run.pk))
     assert seen["doc"]["bytes"] == "line one\n"
     # Inside the run's work dir, under a name no caller can point elsewhere.
     assert seen["doc"]["path"] == f"{seen['cwd']}/inputs/doc/passwd"
@@ -117,7 +118,7 @@ def test_it_takes_base64_files_through_the_api(reader, django_capture_on_commit_
     run = Run.objects.get()
     assert run.params["more"][1] == {"name": "b.txt", "mime_type": "text/plain", "size": 5}
 
-    seen = seen_by_tool(runs.execute_run(run.pk))
+    seen = seen_by_tool(run_execute.execute_run(run.pk))
     assert seen["doc"]["bytes"] == "first"
     # Two files of one name both arrive, side by side.
     assert [(m["path"].rsplit("/", 1)[1], m["bytes"]) for m in seen["more"]] == [
@@ -162,9 +163,9 @@ def test_it_sends_a_file_to_an_http_tool_as_base64_json(settings, provider) -> N
     save_version("upload", {"TOOL.md": text.encode()}, actor=Actor.system(), publish=True)
     version = Tool.objects.get(name="upload").published_version
     doc = file_object("../notes.md", b"# hi", "text/markdown")
-    run = runs.start_run(version, {"doc": doc}, actor=Actor.system(), via=RunVia.API,
+    run = run_execute.start_run(version, {"doc": doc}, actor=Actor.system(), via=RunVia.API,
                          enqueue=False)  # fmt: skip
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     sent = json.loads(provider.last.body)
     assert sent == {"document": {"name": "notes.md", "mime_type": "text/markdown",

@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.forms_support import find_form, submit
-from tools_app import vault
 from tools_app.audit import Actor
+from tools_app.integrations import vault
 from tools_app.integrations.environment import env_preview, environment_for
 from tools_app.integrations.errors import Conflict, IntegrationUnavailable, InvalidIntegration
 from tools_app.integrations.service import set_enabled, update_integration

@@ -182,7 +182,7 @@ def test_it_only_warns_about_unknown_top_level_keys():
     assert itype is not None
     assert problems == [
         "seed/integrations/demo.yaml:16: icon: warning: unknown key, ignored "
-        "(known: label, description, custom, fields, test)"
+        "(known: label, description, custom, fields, test, oauth)"
     ]
 
 

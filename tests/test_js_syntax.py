@@ -1,5 +1,6 @@
 """TypeScript and JavaScript tools' files are parsed by Node (never run) wherever tools are
-checked: a syntax error is an error at its file, line and column (tools_app/jssyntax.py)."""
+checked: a syntax error is an error at its file, line and column
+(tools_app/manifest/jssyntax.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tool_files
-from tools_app import jssyntax
-from tools_app.httpchecks import ValidationContext
-from tools_app.toolmd import validate_files
+from tools_app.http_tools.checks import ValidationContext
+from tools_app.manifest import jssyntax
+from tools_app.manifest.toolmd import validate_files
 
 # Code tools: their checks read nothing of a console.
 NO_CONSOLE = ValidationContext()

@@ -1,12 +1,13 @@
-"""The text form of list inputs (tools_app/listinput.py), shared by the run form and the
+"""The text form of list inputs (tools_app/lib/listinput.py), shared by the run form and the
 presets form: one item per line, blank lines skipped but counted when naming a line."""
 
 from __future__ import annotations
 
 import pytest
 
-from tools_app import listinput, presets
-from tools_app.toolmd import InputSpec
+from tools_app.catalog import presets
+from tools_app.lib import listinput
+from tools_app.manifest.toolmd import InputSpec
 
 
 def test_it_names_the_line_as_the_person_sees_it():

@@ -1,7 +1,7 @@
 """Loader compatibility: every tool the console mirrors into DATA_PATH/tools loads and runs
 in a Node loader written from the seed's rules only (tests/data/seed_loader.mjs), which
 knows index.ts/index.js and nothing else. Python and bash tools get there through the
-generated index.js (tools_app/shim), which runs them with the runner's protocol; kind: http
+generated index.js (tools_app/catalog/shim), which runs them with the runner's protocol; kind: http
 tools through one that runs them in the console over the agent API (a live console and
 worker here; tests/test_http_shim.py goes further)."""
 
@@ -25,12 +25,12 @@ from tests.test_seed_tools import (  # noqa: F401 (fixtures)
     _write_wav,
     fake_web,
 )
-from tools_app import datapath, shim
+from tools_app.catalog import datapath, shim
+from tools_app.catalog.sync import sync_tools
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner.sandbox import node_executable
-from tools_app.sync import sync_tools
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -73,10 +73,10 @@ HTTP_SEED_TOOLS = ("apify_get_dataset_items", "apify_get_run", "apify_run_actor"
 
 
 def test_it_gives_python_bash_and_http_tools_an_index_js_and_leaves_the_others(mirrored):
-    for name in ("email_db", "convert_audio_to_mp3", *HTTP_SEED_TOOLS):
+    for name in ("email_db", "ocr", "convert_audio_to_mp3", *HTTP_SEED_TOOLS):
         folder = mirrored / name
         assert (folder / "index.js").read_bytes() == shim.render(_manifest(name))
-    for name in ("web_fetch", "web_search"):
+    for name in ("browser", "gmail", "web_fetch", "web_search"):
         assert not (mirrored / name / "index.js").exists()
         assert (mirrored / name / "index.ts").exists()
 
@@ -87,12 +87,15 @@ def _manifest(name: str) -> dict:
     return Tool.objects.get(name=name).published_version.manifest
 
 
-def test_it_lets_a_seed_rules_loader_find_all_seven_seed_tools(mirrored):
+def test_it_lets_a_seed_rules_loader_find_every_seed_tool(mirrored):
     (listing,) = loader(mirrored, "list")
     assert listing["tools"] == [
         *HTTP_SEED_TOOLS,
+        "browser",
         "convert_audio_to_mp3",
         "email_db",
+        "gmail",
+        "ocr",
         "web_fetch",
         "web_search",
     ]

@@ -25,11 +25,11 @@ from worker_fixtures import REPO, CeleryWorker, skip_or_fail, wait_for_run
 
 from tests.progress_support import add_count_progress
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
-from tools_app.versions import save_version
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -216,7 +216,7 @@ def deep(levels: int):
 
 
 def test_it_refuses_arguments_past_the_nesting_cap_as_invalid_params(console_url, make_tool):
-    """The console's one nesting cap (tools_app/nesting.py): a JSON-RPC invalid-params
+    """The console's one nesting cap (tools_app/lib/nesting.py): a JSON-RPC invalid-params
     error naming the path, before any run exists; at the cap the call goes through."""
     make_tool("greet", language="python", inputs=NAME)
     _, raw = token()
@@ -596,7 +596,7 @@ def test_mcp_inspector_cli_lists_the_tools(live, make_tool, tmp_path):
 
 
 def test_it_drops_call_notes_left_by_a_dead_web_worker(settings, tmp_path, monkeypatch):
-    from tools_app import mcp_server
+    from tools_app.api import mcp as mcp_server
 
     settings.STATE_DIR = tmp_path
     agent, _ = token()

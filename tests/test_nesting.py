@@ -1,4 +1,4 @@
-"""One nesting cap (tools_app/nesting.py, 64 levels) on every JSON that enters the console:
+"""One nesting cap (tools_app/lib/nesting.py, 64 levels) on every JSON that enters the console:
 API params, the run form's raw JSON and `json` inputs, presets, HTTP-tool samples (import,
 editor save, live validation, the samples page), zip imports, OpenAPI documents. Past it
 each entry point answers a 4xx naming the path where it got too deep, never a 500; and a
@@ -16,12 +16,12 @@ from django.test import Client
 from tests.editor_support import editor_data, file_index, zip_of
 from tests.forms_support import submit
 from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
-from tools_app import nesting
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.lib import nesting
 from tools_app.models import Run, Tool, ToolPreset, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tokens import AgentToken, Scope
-from tools_app.versions import save_version
 
 pytestmark = pytest.mark.django_db
 
@@ -105,10 +105,10 @@ def test_the_api_refuses_params_past_the_cap_with_the_path(tool, agent, levels):
 
 def test_a_caller_of_the_run_path_gets_the_same_refusal(tool):
     # What MCP, the CLI and presets go through after parsing: schema validation.
-    from tools_app import runs
+    from tools_app.runs import execute as run_execute
 
-    with pytest.raises(runs.InvalidParams) as caught:
-        runs.start_run(
+    with pytest.raises(run_execute.InvalidParams) as caught:
+        run_execute.start_run(
             tool.published_version,
             {"config": json.loads(nested(CAP))},
             actor=Actor.system(),
@@ -307,11 +307,11 @@ def test_live_validation_reports_a_deep_sample(http_tool, developer_client):
 
 @pytest.mark.parametrize("levels", [CAP, 5000])
 def test_an_openapi_document_past_the_cap_is_refused_with_the_path(levels):
-    from tools_app import openapi_import
+    from tools_app.http_tools.openapi import plan
 
     text = '{"openapi": "3.1.0", "info": {"x": ' + nested(levels) + "}}"
-    with pytest.raises(openapi_import.OpenApiError) as caught:
-        openapi_import.parse_document(text.encode())
+    with pytest.raises(plan.OpenApiError) as caught:
+        plan.parse_document(text.encode())
     assert f"info.x{'[0]' * (CAP - 2)}: {TOO_DEEP}" in str(caught.value)
 
 
@@ -325,8 +325,8 @@ def test_an_http_response_past_the_cap_fails_the_run_with_the_path(
     fake_provider,  # noqa: F811 (the fixture imported above)
     levels,
 ):
-    from tools_app import runs
     from tools_app.models.runs import RunStatus
+    from tools_app.runs import execute as run_execute
 
     settings.ALLOWED_HOSTS = ["testserver"]
     settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
@@ -347,9 +347,11 @@ def test_an_http_response_past_the_cap_fails_the_run_with_the_path(
     )
     save_version("deep", {"TOOL.md": toolmd.encode()}, actor=Actor.system(), publish=True)
     version = Tool.objects.get(name="deep").published_version
-    run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False)
+    run = run_execute.start_run(
+        version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
+    )
 
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
 
     assert run.status == RunStatus.FAILED, run.result
     text = run.result["content"][0]["text"]

@@ -41,8 +41,8 @@ from django.urls.resolvers import RegexPattern
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import set_enabled
 from tools_app.models import (
     AgentToken,
     AuditEvent,
@@ -55,7 +55,7 @@ from tools_app.models import (
 )
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, ensure_groups
-from tools_app.versions import set_enabled
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -613,7 +613,7 @@ INPUTS = {
 
 
 def finished_run(version: ToolVersion, actor: Actor, via: str, settings) -> tuple[Run, RunArtifact]:
-    run = runs.start_run(version, {"query": "cats"}, actor=actor, via=via, enqueue=False)
+    run = run_execute.start_run(version, {"query": "cats"}, actor=actor, via=via, enqueue=False)
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.SUCCEEDED,
         result={"content": [{"type": "text", "text": "all good"}], "isError": False},
@@ -654,11 +654,11 @@ def world(make_tool, nobody, viewer, developer, console_admin, settings, monkeyp
 
     published = alpha.published_version
     run, artifact = finished_run(published, Actor(user=developer), RunVia.BROWSER, settings)
-    queued = runs.start_run(
+    queued = run_execute.start_run(
         published, {"query": "dogs"}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
     )
     api_run, api_artifact = finished_run(published, Actor(token=token), RunVia.API, settings)
-    api_queued = runs.start_run(
+    api_queued = run_execute.start_run(
         published, {"query": "dogs"}, actor=Actor(token=token), via=RunVia.API, enqueue=False
     )
 
@@ -1172,7 +1172,7 @@ RAW_PARAMS = {
     "nul in a key": '{"query": "a", "x\\u0000": 1}',
     "lone surrogate": '{"query": "\\ud800"}',
     "deep nesting": '{"query": ' + DEEP + "}",
-    # Past the nesting cap (64, tools_app/nesting.py), yet well inside the interpreter's
+    # Past the nesting cap (64, tools_app/lib/nesting.py), yet well inside the interpreter's
     # recursion limit: refused by the cap with its path, on both paths alike.
     "moderate nesting": '{"query": "a", "ratio": ' + "[" * 500 + "]" * 500 + "}",
     "at the cap": '{"query": "a", "extra": ' + "[" * 63 + "]" * 63 + "}",

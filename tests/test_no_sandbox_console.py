@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import prerequisite
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.runs import execute
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = os.geteuid() == 0
@@ -70,10 +70,10 @@ def test_it_refuses_the_run_and_says_why_on_the_run_and_system_pages_and_the_ban
 ) -> None:
     monkeypatch.setenv("TOOL_CONSOLE_BWRAP", MISSING_BWRAP)
     tool = make_tool("echo_tool", language="bash")
-    started = runs.start_run(
+    started = execute.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
-    done = runs.execute_run(started.pk)
+    done = execute.execute_run(started.pk)
     assert done.status == RunStatus.FAILED
 
     run_page = console_admin_client.get(f"/runs/{done.pk}/").content.decode()

@@ -6,10 +6,11 @@ import ast
 from pathlib import Path
 
 import tools_app.integrations
-from tools_app import progress, toolmd
 from tools_app.integrations import types, validation
+from tools_app.manifest import languages, toolmd
 from tools_app.models.tools import Language
 from tools_app.runner import core, standby
+from tools_app.runs import progress
 
 APP = Path(__file__).resolve().parents[1] / "tools_app"
 
@@ -33,15 +34,15 @@ def definitions(name: str) -> list[str]:
 
 
 def test_it_takes_every_list_of_languages_from_the_parser():
-    assert Language.values == [*toolmd.LANGUAGES, "http"]
-    assert core.LANGUAGES is toolmd.LANGUAGES
-    assert set(standby.STANDBY_LANGUAGES) == set(toolmd.LANGUAGES) - {"bash"}
-    assert definitions("LANGUAGES") == ["toolmd.py"]
+    assert Language.values == [*languages.LANGUAGES, "http"]
+    assert core.LANGUAGES is languages.LANGUAGES
+    assert set(standby.STANDBY_LANGUAGES) == set(languages.LANGUAGES) - {"bash"}
+    assert definitions("LANGUAGES") == ["manifest/languages.py"]
 
 
 def test_it_has_one_pattern_for_integration_slugs():
     assert validation.SLUG_RE is toolmd.SLUG_RE
-    assert definitions("SLUG_RE") == ["toolmd.py"]
+    assert definitions("SLUG_RE") == ["manifest/toolmd.py"]
 
 
 def test_it_declares_the_htmx_request_type_once():
@@ -50,7 +51,7 @@ def test_it_declares_the_htmx_request_type_once():
 
 def test_it_names_each_list_of_kinds_for_what_it_lists():
     assert definitions("KINDS") == []
-    assert toolmd.TOOL_KINDS == ("code", "http")
+    assert languages.TOOL_KINDS == ("code", "http")
     assert types.FIELD_KINDS is validation.FIELD_KINDS == ("string", "url", "path")
     assert progress.VALUE_KIND_NAMES["NaN"] == "NaN"
 

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from tools_app.api.schemas import Format
-from tools_app.schema import FORMATS
+from tools_app.manifest.schema import FORMATS
 
 PATHS = {
     "/api/v1/registry",

@@ -18,9 +18,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import openapi_import, toolmd
+from tools_app.http_tools.context import validation_context
+from tools_app.http_tools.openapi import plan
+from tools_app.manifest import toolmd
 from tools_app.models import AuditEvent, Tool
-from tools_app.validation_context import validation_context
 
 DATA = Path(__file__).resolve().parent / "data" / "openapi"
 PETSTORE = DATA / "petstore-expanded" / "petstore-expanded.yaml"
@@ -421,22 +422,22 @@ def test_it_refuses_a_50_mb_document_by_its_size_before_parsing(db, tmp_path):
     out, code = _run(str(path))
     assert code == 1
     assert "the document is 50.0 MiB; at most 10 MiB are read" in out
-    with pytest.raises(openapi_import.OpenApiError, match="is 50.0 MiB"):
-        openapi_import.parse_document(path.read_bytes())
+    with pytest.raises(plan.OpenApiError, match="is 50.0 MiB"):
+        plan.parse_document(path.read_bytes())
 
 
 def test_it_refuses_yaml_bombs_without_expanding_them() -> None:
-    with pytest.raises(openapi_import.OpenApiError, match="line 3: YAML anchors and aliases"):
-        openapi_import.parse_document(("openapi: 3.0.0\npaths: {}\n" + BOMB).encode())
+    with pytest.raises(plan.OpenApiError, match="line 3: YAML anchors and aliases"):
+        plan.parse_document(("openapi: 3.0.0\npaths: {}\n" + BOMB).encode())
 
 
 def test_it_refuses_documents_nested_too_deep() -> None:
     deep = '{"openapi": "3.0.0", "paths": {}, "x": ' + "[" * 5000 + "]" * 5000 + "}"
-    with pytest.raises(openapi_import.OpenApiError, match="nested deeper than"):
-        openapi_import.parse_document(deep.encode())
+    with pytest.raises(plan.OpenApiError, match="nested deeper than"):
+        plan.parse_document(deep.encode())
     deep_yaml = "openapi: 3.0.0\npaths: {}\nx: " + "[" * 500 + "]" * 500 + "\n"
-    with pytest.raises(openapi_import.OpenApiError, match="nested deeper than 64 levels"):
-        openapi_import.parse_document(deep_yaml.encode())
+    with pytest.raises(plan.OpenApiError, match="nested deeper than 64 levels"):
+        plan.parse_document(deep_yaml.encode())
 
 
 # --- The console's import page ------------------------------------------------------------
@@ -556,10 +557,10 @@ def test_it_lets_only_developers_import_and_links_the_page(viewer_client, develo
 
 @pytest.mark.django_db(transaction=True)
 def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
-    from tools_app import runs
     from tools_app.audit import Actor
+    from tools_app.catalog.versions import publish_version
     from tools_app.models.runs import RunStatus, RunVia
-    from tools_app.versions import publish_version
+    from tools_app.runs import execute
 
     example = json.loads(USPTO.read_text())["paths"]["/"]["get"]["responses"]["200"]
     body = json.dumps(example["content"]["application/json"]["example"]).encode()
@@ -577,8 +578,8 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
         assert code == 0, out
         version = Tool.objects.get(name="list_data_sets").versions.get()
         publish_version(version, actor=Actor.system())
-        run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
-        run = runs.execute_run(run.pk)
+        run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert seen == ["/ds-api/"]
     assert run.result["structuredContent"]["total"] == 2
@@ -612,10 +613,10 @@ ARRAY_QUERY = {
 def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp_path):
     from urllib.parse import urlsplit
 
-    from tools_app import runs
     from tools_app.audit import Actor
+    from tools_app.catalog.versions import publish_version
     from tools_app.models.runs import RunStatus, RunVia
-    from tools_app.versions import publish_version
+    from tools_app.runs import execute
 
     seen = []
 
@@ -641,7 +642,7 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
         assert 'Items are one of: "on", "off".' in manifest.inputs["state"].description
         assert manifest.request["query"]["ids"] == "{{ids}}"
         assert "array query parameter" not in manifest.body
-        from tools_app import schema
+        from tools_app.manifest import schema
 
         props = schema.input_schema(manifest)["properties"]
         assert props["ids"]["type"] == "array"
@@ -649,12 +650,16 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
         version = Tool.objects.get(name="list_items").versions.get()
         publish_version(version, actor=Actor.system())
         params = {"ids": [1, 2], "tags": "red,blue", "kinds": "a|b", "state": ["on"]}
-        run = runs.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
-        run = runs.execute_run(run.pk)
+        run = execute.start_run(
+            version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
+        )
+        run = execute.execute_run(run.pk)
         assert run.status == RunStatus.SUCCEEDED, run.result
         params = {"ids": [], "tags": "red", "state": ["on", "off"]}
-        run = runs.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
-        run = runs.execute_run(run.pk)
+        run = execute.start_run(
+            version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
+        )
+        run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert seen == [
         "ids=1&ids=2&tags=red%2Cblue&kinds=a%7Cb&state=on",
@@ -674,12 +679,12 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
     tmp_path,
     fernet_keys,  # noqa: F811
 ):
-    from tools_app import runs
     from tools_app.audit import Actor
+    from tools_app.catalog.versions import publish_version
     from tools_app.integrations.service import create_integration
     from tools_app.models import Run
     from tools_app.models.runs import RunStatus, RunVia
-    from tools_app.versions import publish_version
+    from tools_app.runs import execute
 
     fernet_keys("A")
     for slug, env, value in (
@@ -728,8 +733,8 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
         assert "security scheme `prefs` (apiKey) has no integration" in manifest.body
         version = Tool.objects.get(name="who_am_i").versions.get()
         publish_version(version, actor=Actor.system())
-        run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
-        run = runs.execute_run(run.pk)
+        run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert headers[-1]["Authorization"] == f"Basic {BASIC}"
     assert headers[-1]["Cookie"] == f"sid={COOKIE_KEY}"

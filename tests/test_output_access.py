@@ -12,11 +12,11 @@ from django.test import Client
 from django.urls import reverse
 
 from tests.conftest import _user
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -37,11 +37,11 @@ CANARIES = (RESULT, PROGRESS, STDERR)
 @pytest.fixture
 def run(make_tool, developer) -> Run:
     tool: Tool = make_tool("speaker", language="python", source=TOOL_PY)
-    run = runs.start_run(
+    run = run_execute.start_run(
         tool.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER,
         enqueue=False,
     )  # fmt: skip
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     return run
 

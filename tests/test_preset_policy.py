@@ -1,4 +1,4 @@
-"""Who receives a sensitive preset (tools_app/presets.py): the integrations' secret policy
+"""Who receives a sensitive preset (tools_app/catalog/presets.py): the integrations' secret policy
 (docs/security.md). An admin's sensitive preset for a published tool's `user-only`
 input must not reach a draft a developer saved to declare the same input; the published
 version, an admin's run and `run_tool` get it, and a draft gets it once an admin allows
@@ -22,8 +22,9 @@ from tests.agent_api import agent_client, reset_api_caches
 from tests.conftest import tool_files
 from tests.forms_support import link, submit
 from tests.integrations_support import fake_provider, send_json  # noqa: F401
-from tools_app import mcp_server, runs
+from tools_app.api import mcp as mcp_server
 from tools_app.audit import Actor
+from tools_app.catalog.versions import publish_version, save_version
 from tools_app.models import (
     AgentToken,
     AuditEvent,
@@ -35,7 +36,7 @@ from tools_app.models import (
 )
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import Scope
-from tools_app.versions import publish_version, save_version
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -94,12 +95,12 @@ def keyed(console_admin_client) -> tuple[ToolVersion, ToolVersion]:
 
 
 def real_run(version: ToolVersion, *, user=None, via: str = RunVia.BROWSER) -> Run:
-    run = runs.start_run(version, {}, actor=Actor(user=user), via=via, enqueue=False)
+    run = run_execute.start_run(version, {}, actor=Actor(user=user), via=via, enqueue=False)
     return finished(run)
 
 
 def finished(run: Run) -> Run:
-    done = runs.execute_run(run.pk)
+    done = run_execute.execute_run(run.pk)
     assert done is not None and done.status == RunStatus.SUCCEEDED, (done.result, done.error)
     return done
 
@@ -248,12 +249,14 @@ def test_django_admin_shows_and_flips_the_switch_audited(keyed, console_admin):
 def test_the_policy_is_decided_when_the_run_executes(keyed, developer, console_admin):
     """A run queued while test runs were allowed loses the value if the admin stops them
     before it starts; so does a run a caller stored without going through start_run."""
-    from tools_app import presets
+    from tools_app.catalog import presets
 
     _published, draft = keyed
     tool = draft.tool
     presets.set_allow_test_runs(tool, True, actor=Actor(user=console_admin))
-    run = runs.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
+    run = run_execute.start_run(
+        draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
+    )
     presets.set_allow_test_runs(tool, False, actor=Actor(user=console_admin))
     assert said(finished(run)) == NOT_GOT
 
@@ -267,8 +270,10 @@ def test_a_required_input_whose_preset_is_withheld_says_why(console_admin_client
     set_presets(console_admin_client)
     draft = save(publish=False, note="two", inputs=required)
 
-    with pytest.raises(runs.InvalidParams) as caught:
-        runs.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
+    with pytest.raises(run_execute.InvalidParams) as caught:
+        run_execute.start_run(
+            draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
+        )
 
     [error] = caught.value.errors
     assert error.startswith(
@@ -277,7 +282,7 @@ def test_a_required_input_whose_preset_is_withheld_says_why(console_admin_client
     )
     assert_no_canary(error)
     # A value of the developer's own is theirs to use.
-    run = runs.start_run(draft, {"api_key": "mine"}, actor=Actor(user=developer),
+    run = run_execute.start_run(draft, {"api_key": "mine"}, actor=Actor(user=developer),
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     assert said(finished(run)).startswith("api_key sha256:" + hashlib.sha256(b"mine").hexdigest())
 
@@ -287,17 +292,19 @@ def test_a_required_preset_withheld_after_the_run_was_queued_fails_the_run(
 ):
     """Allowed when the run started, stopped before it ran: the tool does not run without
     the input it requires, and the failure names the preset, not its value."""
-    from tools_app import presets
+    from tools_app.catalog import presets
 
     required = {**INPUTS, "api_key": {**INPUTS["api_key"], "optional": False}}
     save(publish=True, note="one", inputs=required)
     set_presets(console_admin_client)
     draft = save(publish=False, note="two", inputs=required)
     presets.set_allow_test_runs(draft.tool, True, actor=Actor(user=console_admin))
-    run = runs.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
+    run = run_execute.start_run(
+        draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
+    )
     presets.set_allow_test_runs(draft.tool, False, actor=Actor(user=console_admin))
 
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
 
     assert run.status == RunStatus.FAILED
     assert run.error.startswith(
@@ -357,7 +364,7 @@ def test_a_draft_cannot_make_a_sensitive_inputs_preset_plain(console_admin_clien
 
     preset = ToolPreset.objects.get(input="api_key")
     assert preset.sensitive and preset.value is None and CANARY not in preset.ciphertext
-    run = runs.start_run(draft, {"region": "eu"}, actor=Actor(user=developer),
+    run = run_execute.start_run(draft, {"region": "eu"}, actor=Actor(user=developer),
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     assert said(finished(run)) == NOT_GOT
 

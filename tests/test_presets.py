@@ -1,4 +1,4 @@
-"""Presets for `user-only` inputs (docs/tool-format.md, tools_app/presets.py): set by admins
+"""Presets for `user-only` inputs (docs/tool-format.md, tools_app/catalog/presets.py): set by admins
 on /tools/<name>/presets/, merged into runs, never given to models; a sensitive one is
 encrypted and write-only, like an integration secret."""
 
@@ -14,11 +14,12 @@ from django.core.management import call_command
 from tests.agent_api import agent_client, reset_api_caches
 from tests.forms_support import submit
 from tests.integrations_support import fake_provider, fernet_keys, send_json  # noqa: F401
-from tools_app import runs, schema
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.manifest import schema
 from tools_app.models import AuditEvent, Run, Tool, ToolPreset
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.versions import save_version
+from tools_app.runs import execute
 
 pytestmark = pytest.mark.django_db
 
@@ -59,9 +60,9 @@ def tool(settings, provider) -> Tool:
 
 
 def run_of(tool: Tool, params: dict, via: str = RunVia.BROWSER) -> Run:
-    run = runs.start_run(tool.published_version, params, actor=Actor.system(), via=via,
+    run = execute.start_run(tool.published_version, params, actor=Actor.system(), via=via,
                          enqueue=False)  # fmt: skip
-    return runs.execute_run(run.pk)
+    return execute.execute_run(run.pk)
 
 
 def set_preset(client, name: str, value: str, *, sensitive: bool = False):
@@ -95,29 +96,29 @@ def test_it_lets_a_person_type_over_a_preset(
     response = submit(developer_client, "/tools/lookup/run/", {"account": "mine", "query": "a"},
                       form_id="run-form")  # fmt: skip
     assert response.status_code == 302
-    run = runs.execute_run(Run.objects.get().pk)
+    run = execute.execute_run(Run.objects.get().pk)
     assert run.status == RunStatus.SUCCEEDED, (run.result, run.error)
     assert provider.last.path == "/find/mine?q=a"
 
     # Left empty, the preset fills it (the field is not required any more).
     submit(developer_client, "/tools/lookup/run/", {"account": "", "query": "b"},
            form_id="run-form")  # fmt: skip
-    run = runs.execute_run(Run.objects.order_by("-created_at").first().pk)
+    run = execute.execute_run(Run.objects.order_by("-created_at").first().pk)
     assert run.status == RunStatus.SUCCEEDED, (run.result, run.error)
     assert provider.last.path == "/find/acme?q=b"
 
 
 def test_it_requires_a_user_only_input_without_a_preset(tool) -> None:
-    with pytest.raises(runs.InvalidParams) as caught:
-        runs.start_run(tool.published_version, {"query": "q"}, actor=Actor.system(),
+    with pytest.raises(execute.InvalidParams) as caught:
+        execute.start_run(tool.published_version, {"query": "q"}, actor=Actor.system(),
                        via=RunVia.API, enqueue=False)  # fmt: skip
     assert caught.value.errors == ["account: is required"]
 
 
 def test_it_never_lets_a_model_fill_a_user_only_input(tool, console_admin_client) -> None:
     set_preset(console_admin_client, "account", "acme")
-    with pytest.raises(runs.InvalidParams) as caught:
-        runs.start_run(tool.published_version, {"query": "q", "account": "evil"},
+    with pytest.raises(execute.InvalidParams) as caught:
+        execute.start_run(tool.published_version, {"query": "q", "account": "evil"},
                        actor=Actor.system(), via=RunVia.MCP, enqueue=False)  # fmt: skip
     assert caught.value.errors == ["account: unknown parameter (allowed: query)"]
     # What models are shown agrees: the model formats list only the query.
@@ -189,7 +190,7 @@ def test_it_never_reveals_a_sensitive_preset(
 
 
 def test_it_lists_user_only_and_hidden_inputs_natively_only(tool) -> None:
-    manifest = runs.manifest_of(tool.published_version)
+    manifest = execute.manifest_of(tool.published_version)
     assert list(schema.input_schema(manifest, for_model=True)["properties"]) == ["query"]
     native = schema.tool_entry(manifest, fmt="native")["input_schema"]["properties"]
     assert list(native) == ["account", "api_key", "limit", "query"]
@@ -221,7 +222,7 @@ def test_it_counts_a_sensitive_preset_in_the_vault_health(
     viewer_client,
     fernet_keys,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    from tools_app import vault
+    from tools_app.integrations import vault
 
     def errors() -> list[str]:
         return [f"{m.id}: {m.msg}" for m in vault.check_encryption_keys()]

@@ -19,13 +19,13 @@ from django.urls import reverse
 
 from tests.conftest import require
 from tests.forms_support import submit
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.integrations.environment import readable_paths_for
 from tools_app.integrations.validation import value_problem
 from tools_app.models import Integration, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import isolation_level
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -133,11 +133,11 @@ def test_a_path_stored_before_the_rule_is_not_bound_at_run_time(reader, tmp_path
     # Stored before the rule existed: straight into the row, past validation.
     Integration.objects.filter(slug="email_db").update(values={"path": str(tmp_path)})
 
-    run = runs.start_run(
+    run = run_execute.start_run(
         reader.published_version, {"rel": rel}, actor=Actor.system(), via=RunVia.COMMAND,
         enqueue=False,
     )  # fmt: skip
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
 
     assert run.status == RunStatus.SUCCEEDED
     assert run.result["content"][0]["text"].startswith("DENIED"), run.result
@@ -156,11 +156,11 @@ def test_a_harmless_path_is_bound(reader, tmp_path):
         path.chmod(0o755)
     support.create("email_db", values={"path": str(shared)})
 
-    run = runs.start_run(
+    run = run_execute.start_run(
         reader.published_version, {"rel": "note.txt"}, actor=Actor.system(),
         via=RunVia.COMMAND, enqueue=False,
     )  # fmt: skip
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
 
     assert run.result["content"][0]["text"] == "READ hello mail"
     assert run.notices == []
@@ -170,7 +170,7 @@ def test_console_tool_input_dirs_are_checked_too(reader, tmp_path, settings):
     settings.TOOL_INPUT_DIRS = [str(tmp_path), "/"]
     notices: list[str] = []
 
-    assert runs.readable_paths([], notices) == ()
+    assert run_execute.readable_paths([], notices) == ()
     assert len(notices) == 2 and all("CONSOLE_TOOL_INPUT_DIRS" in n for n in notices)
 
 
@@ -217,7 +217,7 @@ def test_run_notices_name_no_host_path(tmp_path, settings, monkeypatch):
     settings.TOOL_INPUT_DIRS = [str(database), str(database.parent), str(state), "/"]
     notices: list[str] = []
 
-    assert runs.readable_paths([], notices) == ()
+    assert run_execute.readable_paths([], notices) == ()
 
     assert len(notices) == 4, notices
     assert notices[0] == (

@@ -13,9 +13,9 @@ from django.conf import settings
 from tests.conftest import tool_files
 from tests.forms_support import submit
 from tools_app.audit import Actor
-from tools_app.datapath import MARKER
+from tools_app.catalog.datapath import MARKER
+from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, AuditEvent, Tool
-from tools_app.versions import save_version
 
 ACTIONS = [
     ("post", "/tools/alpha/publish/2/"),

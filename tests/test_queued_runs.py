@@ -18,10 +18,11 @@ from worker_fixtures import wait_for_run
 
 from console.celery import app
 from tests.forms_support import submit
-from tools_app import runs, tasks
+from tools_app import tasks
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
+from tools_app.runs import execute as run_execute
 
 QUICK_PY = """
 def execute(tool_call_id, params, signal, on_update):
@@ -63,7 +64,7 @@ def quick(make_tool):
 
 def start(tool, *, enqueue: bool, capture) -> Run:
     with capture(execute=True):
-        return runs.start_run(
+        return run_execute.start_run(
             tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=enqueue
         )
 
@@ -105,7 +106,7 @@ def test_it_resends_an_unclaimed_run_once_then_marks_it_lost(
     assert idle_broker.messages() == 2
     assert AuditEvent.objects.filter(action="run.lost", target_id=str(run.pk)).exists()
     # Either message reaching a worker now runs nothing.
-    assert runs.execute_run(run.pk) is None
+    assert run_execute.execute_run(run.pk) is None
     assert Run.objects.get(pk=run.pk).status == RunStatus.LOST
 
 
@@ -174,7 +175,7 @@ def test_cancel_of_a_queued_run_needs_no_worker(idle_broker, quick, developer):
 def test_a_run_whose_message_was_lost_is_served_after_the_resend(clock, worker, quick, settings):
     settings.RUN_QUEUED_TIMEOUT_SECONDS = TIMEOUT
     # Stored but never sent: what a lost or quarantined message leaves.
-    run = runs.start_run(
+    run = run_execute.start_run(
         quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     clock.advance(TIMEOUT + 1)
@@ -193,7 +194,7 @@ def test_a_worker_that_gets_a_cancelled_runs_message_later_does_not_run_it(
 ):
     worker.stop()  # no worker: the message waits on the broker
     # Started by the developer who cancels it: only a run's starter (or an admin) may.
-    run = runs.start_run(
+    run = run_execute.start_run(
         quick.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER
     )
     client = Client()

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, require
-from tools_app import schema
 from tools_app.forms.runs import RawParamsForm, raw_schema
+from tools_app.manifest import schema
+from tools_app.manifest.toolmd import ARRAY_TYPES, INPUT_TYPES, InputSpec, Manifest
 from tools_app.models import ToolPreset
-from tools_app.toolmd import ARRAY_TYPES, INPUT_TYPES, InputSpec, Manifest
 
 CHECK = REPO / "static" / "src" / "params-check.js"
 
@@ -155,7 +155,7 @@ def keywords(node: Any, found: set[str]) -> set[str]:
 
 
 def test_the_editor_knows_every_keyword_the_schema_uses() -> None:
-    """A keyword schema.py starts to emit must be taught to params-check.js (or listed
+    """A keyword manifest/schema.py starts to emit must be taught to params-check.js (or listed
     there as an annotation) first: otherwise the editor would silently skip it."""
     every = manifest_of(
         *(spec(f"i{n}", t, optional=True) for n, t in enumerate(INPUT_TYPES) if t != "enum"),

@@ -1,4 +1,4 @@
-"""A request body never follows a redirect to another origin (tools_app/http.py): an http
+"""A request body never follows a redirect to another origin (tools_app/egress/client.py): an http
 tool's `{{slug.FIELD}}` in its body stays with the origin it was written for. Two local
 HTTP servers are two origins (different ports); the second records what reaches it."""
 
@@ -12,12 +12,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import egress, http, runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.egress import client
+from tools_app.egress import policy as egress_policy
 from tools_app.integrations.service import create_integration
 from tools_app.models import Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.versions import save_version
+from tools_app.runs import execute
 
 TOKEN = "s3cr3t-body-token-91"
 SAMPLE = {"source": "https://docs.example.com/items", "status": 200, "body": {"ok": True}}
@@ -81,8 +83,8 @@ def origins(settings) -> Iterator[tuple[Origin, Origin]]:
     second.close()
 
 
-def allow_both(first: Origin, second: Origin) -> egress.Policy:
-    return egress.build(f"127.0.0.1:{first.port},127.0.0.1:{second.port}")
+def allow_both(first: Origin, second: Origin) -> egress_policy.Policy:
+    return egress_policy.build(f"127.0.0.1:{first.port},127.0.0.1:{second.port}")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -104,8 +106,8 @@ def test_it_never_sends_an_http_tools_secret_body_to_another_origin(
     files = {"TOOL.md": text.encode(), "samples/ok.json": json.dumps(SAMPLE).encode()}
     save_version("poster", files, actor=Actor.system(), publish=True)
     version = Tool.objects.get(name="poster").published_version
-    run = runs.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
-    run = runs.execute_run(run.pk)
+    run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
+    run = execute.execute_run(run.pk)
 
     assert run.status == RunStatus.FAILED, run.result
     message = run.result["content"][0]["text"]
@@ -122,11 +124,11 @@ def test_it_never_sends_an_http_tools_secret_body_to_another_origin(
 def test_it_never_re_sends_a_body_to_another_origin_from_the_console(
     origins, method, status
 ) -> None:
-    """The same for every caller of http.request (connection tests send a body too):
+    """The same for every caller of client.request (connection tests send a body too):
     301/302 keep the method and body for anything but POST."""
     first, second = origins
-    with pytest.raises(http.HttpError, match=f"did not follow the {status} redirect"):
-        http.request(
+    with pytest.raises(client.HttpError, match=f"did not follow the {status} redirect"):
+        client.request(
             method,
             f"{first.url}/{status}",
             content=f'{{"token": "{TOKEN}"}}',
@@ -140,12 +142,12 @@ def test_it_still_follows_what_re_sends_no_body_elsewhere(origins) -> None:
     origin becomes a GET without the body and is followed."""
     first, second = origins
     policy = allow_both(first, second)
-    result = http.request("POST", f"{first.url}/same307", content=TOKEN, policy=policy)
+    result = client.request("POST", f"{first.url}/same307", content=TOKEN, policy=policy)
     assert result.status == 200
     assert first.seen[-1] == {"method": "POST", "path": "/landed", "body": TOKEN.encode()}
     for status in (303, 302):
-        result = http.request("POST", f"{first.url}/{status}", content=TOKEN, policy=policy)
+        result = client.request("POST", f"{first.url}/{status}", content=TOKEN, policy=policy)
         assert result.status == 200 and result.url == f"{second.url}/steal"
         assert second.seen[-1] == {"method": "GET", "path": "/steal", "body": b""}
-    result = http.request("GET", f"{first.url}/307", policy=policy)  # no body: followed
+    result = client.request("GET", f"{first.url}/307", policy=policy)  # no body: followed
     assert result.status == 200 and second.seen[-1]["path"] == "/steal"

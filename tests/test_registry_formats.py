@@ -14,8 +14,8 @@ from openai.types.responses import FunctionToolParam
 from pydantic import TypeAdapter
 from test_schema import TOOLMD
 
-from tools_app.schema import strict_schema, tool_entry, validate_params
-from tools_app.toolmd import Manifest, parse_toolmd
+from tools_app.manifest.schema import strict_schema, tool_entry, validate_params
+from tools_app.manifest.toolmd import Manifest, parse_toolmd
 
 SDK_TYPES: dict[str, Any] = {
     "openai": ChatCompletionToolParam,
@@ -223,7 +223,7 @@ def test_every_seed_tool_is_served_in_every_format_and_flag():
     from agent_api import agent_client, reset_api_caches
 
     from tests.conftest import REPO
-    from tools_app.sync import sync_tools
+    from tools_app.catalog.sync import sync_tools
 
     reset_api_caches()
     sync_tools(REPO / "seed" / "tools")

@@ -6,11 +6,11 @@ import pytest
 
 from tests.conftest import tool_files
 from tests.forms_support import find_form, link, submit
-from tools_app import toolmd
 from tools_app.audit import Actor
+from tools_app.catalog.versions import VersionConflict, rollback, save_version
+from tools_app.manifest import toolmd
 from tools_app.models import AuditEvent, Tool, ToolVersion
 from tools_app.models.tools import VersionSource
-from tools_app.versions import VersionConflict, rollback, save_version
 
 SYSTEM = Actor.system()
 

@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from tools_app import vault
 from tools_app.audit import Actor
+from tools_app.integrations import vault
 from tools_app.integrations.environment import environment_for
 from tools_app.integrations.service import update_integration
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
@@ -71,7 +71,13 @@ def test_it_rotates_1000_secrets_readable_under_the_new_key_alone(db, fernet_key
     assert all(row.key_id == primary for row in rows)
     assert {row.pk: vault.decrypt(row.ciphertext) for row in rows} == expected
     event = AuditEvent.objects.get(action="integrations.rotate_keys")
-    assert event.data == {"rotated": 1000, "already_current": 0, "runs": 0, "presets": 0}
+    assert event.data == {
+        "rotated": 1000,
+        "already_current": 0,
+        "runs": 0,
+        "presets": 0,
+        "oauth": 0,
+    }
 
 
 def test_it_is_idempotent(db, fernet_keys):

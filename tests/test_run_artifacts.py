@@ -11,11 +11,11 @@ from django.test import Client
 from django.urls import reverse
 from worker_fixtures import wait_for_run
 
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact
 from tools_app.models.runs import FINISHED, ArtifactStore, RunStatus, RunVia
 from tools_app.runner import teardown
+from tools_app.runs import execute as run_execute
 
 WRITER_PY = """
 import os
@@ -34,7 +34,7 @@ TEXT = {"text": {"type": "string", "description": "What to write."}}
 
 def start(tool, params: dict, starter, **kw) -> Run:
     # Started by the user who downloads: only a run's starter (or an admin) may.
-    return runs.start_run(
+    return run_execute.start_run(
         tool.published_version, params, actor=Actor(user=starter), via=RunVia.BROWSER, **kw
     )
 
@@ -50,7 +50,7 @@ def download(client: Client, run: Run, name: str) -> bytes:
 def test_it_keeps_artifacts_in_the_database(make_tool, settings, developer, developer_client):
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
 
-    run = runs.execute_run(start(tool, {"text": "report body"}, developer, enqueue=False).pk)
+    run = run_execute.execute_run(start(tool, {"text": "report body"}, developer, enqueue=False).pk)
 
     assert run.status == RunStatus.SUCCEEDED
     # The runner's state (artifacts folder, work dirs) is gone: the web needs none of it.
@@ -81,7 +81,7 @@ def test_it_keeps_artifacts_in_a_configured_storage(
     }
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
 
-    run = runs.execute_run(start(tool, {"text": "in a bucket"}, developer, enqueue=False).pk)
+    run = run_execute.execute_run(start(tool, {"text": "in a bucket"}, developer, enqueue=False).pk)
 
     report = run.artifacts.get(name="sub/report.txt")
     assert report.store == ArtifactStore.STORAGE and report.content is None
@@ -98,7 +98,7 @@ def test_it_still_serves_artifacts_kept_as_files_before_0006(
     make_tool, settings, developer, developer_client
 ):
     tool = make_tool("writer", language="python", source=WRITER_PY, inputs=TEXT)
-    run = runs.execute_run(start(tool, {"text": "x"}, developer, enqueue=False).pk)
+    run = run_execute.execute_run(start(tool, {"text": "x"}, developer, enqueue=False).pk)
     folder = Path(settings.ARTIFACTS_PATH) / str(run.pk)
     folder.mkdir(parents=True)
     (folder / "0001").write_bytes(b"old")
@@ -110,7 +110,7 @@ def test_it_still_serves_artifacts_kept_as_files_before_0006(
     )
 
     assert download(developer_client, run, "old.txt") == b"old"
-    assert runs.open_artifact(escape) is None
+    assert run_execute.open_artifact(escape) is None
     assert developer_client.get(reverse("run_artifact", args=[run.pk, old.pk])).status_code == 200
 
 

@@ -12,11 +12,11 @@ from django.utils import timezone
 
 from tests.agent_api import agent_client
 from tests.forms_support import submit
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER, ensure_groups
+from tools_app.runs import execute
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def client_of(user: User) -> Client:
 
 
 def running_run(tool: Tool, actor: Actor, via: str = RunVia.BROWSER) -> Run:
-    run = runs.start_run(tool.published_version, {}, actor=actor, via=via, enqueue=False)
+    run = execute.start_run(tool.published_version, {}, actor=actor, via=via, enqueue=False)
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=now, heartbeat_at=now)
     run.refresh_from_db()

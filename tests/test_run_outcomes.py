@@ -1,5 +1,5 @@
 """The run page after real runs: each run is started the way a person (or an agent) starts
-it, executed by the real runner (runs.execute_run, what a worker does), and the page is
+it, executed by the real runner (run_execute.execute_run, what a worker does), and the page is
 read as text, the way a person reads it."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from django.urls import reverse
 
 from tests import unprivileged
 from tests.forms_support import find_form, submit
-from tools_app import runs
 from tools_app.models import AgentToken, Run
 from tools_app.models.runs import RunStatus
 from tools_app.models.tokens import Scope
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +58,7 @@ def run_from_the_form(client: Client, tool: str, **params: str) -> Run:
     response = submit(client, reverse("tool_run", args=[tool]), params, form_id="run-form")
     assert response.status_code == 302, response.content.decode()[:2000]
     run = Run.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[1])
-    return runs.execute_run(run.pk)
+    return run_execute.execute_run(run.pk)
 
 
 def page(client: Client, run: Run) -> str:
@@ -150,7 +150,7 @@ def test_a_run_cancelled_from_its_page(developer_client, python_tool):
             pressed.append(developer_client.post(form.attrs["action"], form.data()))
 
     assert response.status_code == 302
-    run = runs.execute_run(run.pk, on_progress=press_cancel)
+    run = run_execute.execute_run(run.pk, on_progress=press_cancel)
 
     assert pressed[0].status_code == 302
     text = page(developer_client, run)
@@ -231,7 +231,7 @@ def test_a_run_an_agent_started_with_a_token(viewer_client, console_admin_client
     )
     assert invoked.status_code == 202, invoked.content
 
-    run = runs.execute_run(invoked.json()["run"])
+    run = run_execute.execute_run(invoked.json()["run"])
 
     text = page(viewer_client, run)
     # RunVia.API reads "API" (0007_run_via_labels).

@@ -16,14 +16,15 @@ from django.urls import reverse
 
 from tests.conftest import in_ci
 from tests.progress_support import add_count_progress
-from tools_app import progress, runs
+from tools_app.api.mcp import Counter
 from tools_app.audit import Actor
-from tools_app.mcp_server import Counter
 from tools_app.models import Run, RunUpdate, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
-from tools_app.progress import BadProgress, Progress
 from tools_app.runner import SUCCEEDED, Limits, RunRequest, run
+from tools_app.runs import execute as run_execute
+from tools_app.runs import progress
+from tools_app.runs.progress import BadProgress, Progress
 
 FAST = Limits(timeout=20, grace_seconds=1)
 ENTRY = {"python": "index.py", "typescript": "index.ts", "bash": "index.sh"}
@@ -205,12 +206,12 @@ def test_a_bash_tool_sends_counts_as_json_lines_on_fd_3(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Stored runs (runs.execute_run: what a worker does, with the real runner)
+# Stored runs (run_execute.execute_run: what a worker does, with the real runner)
 
 
 def start(tool_name: str, params: dict, via: str = RunVia.COMMAND, token=None) -> Run:
     tool = Tool.objects.get(name=tool_name)
-    return runs.start_run(
+    return run_execute.start_run(
         tool.published_version, params, actor=Actor(token=token) if token else Actor.system(),
         via=via, enqueue=False,
     )  # fmt: skip
@@ -221,7 +222,7 @@ def test_it_runs_the_count_progress_tool_to_its_total() -> None:
     add_count_progress()
     run_row = start("count_progress", {"steps": 4, "delay_ms": 0})
 
-    finished = runs.execute_run(run_row.pk)
+    finished = run_execute.execute_run(run_row.pk)
 
     assert finished.status == RunStatus.SUCCEEDED, finished.result
     assert finished.result["content"][0]["text"] == "counted to 4"
@@ -253,7 +254,7 @@ def test_a_tool_sending_nonsense_keeps_its_run_its_text_and_its_good_counts(make
             """
         ),
     )
-    finished = runs.execute_run(start("hostile", {}).pk)
+    finished = run_execute.execute_run(start("hostile", {}).pk)
 
     assert finished.status == RunStatus.SUCCEEDED, finished.result
     assert finished.result["content"][0]["text"] == "survived"
@@ -280,7 +281,7 @@ def test_a_tool_sending_nonsense_keeps_its_run_its_text_and_its_good_counts(make
 
 def counted_run(developer, make_tool, progress_value=None, total=None) -> Run:
     make_tool("slow", language="python")
-    run_row = runs.start_run(
+    run_row = run_execute.start_run(
         Tool.objects.get(name="slow").published_version, {}, actor=Actor(user=developer),
         via=RunVia.BROWSER, enqueue=False,
     )  # fmt: skip
@@ -348,7 +349,7 @@ def test_the_api_gives_the_latest_count_and_each_updates() -> None:
     before = client.get(url).json()
     assert (before["progress"], before["total"]) == (None, None)
 
-    runs.execute_run(run_row.pk)
+    run_execute.execute_run(run_row.pk)
     body = client.get(url).json()
 
     assert body["status"] == "succeeded"

@@ -1,4 +1,4 @@
-"""The SQL a worker spends on one run (tools_app.runs.execute_run, as the Celery task
+"""The SQL a worker spends on one run (tools_app.runs.execute.execute_run, as the Celery task
 calls it): read the run, claim it, store the outcome. Every statement is paid on every
 run, by the database and by the worker."""
 
@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tools_app import runs, tasks
+from tools_app import tasks
 from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def echo(make_tool):
 
 def queued(tool) -> Run:
     version = tool.versions.get()
-    return runs.start_run(
+    return run_execute.start_run(
         version, {"name": "Ada"}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
 
@@ -36,7 +37,7 @@ def test_it_runs_a_task_in_three_statements(echo, django_assert_max_num_queries,
     run = queued(echo)
     # The cancel watch reads the run every CANCEL_POLL_SECONDS while the tool runs: on a
     # loaded machine a slow run makes one more read. Those are the watch's, not the task's.
-    monkeypatch.setattr(runs, "CANCEL_POLL_SECONDS", 3600)
+    monkeypatch.setattr(run_execute, "CANCEL_POLL_SECONDS", 3600)
     # SELECT the run, UPDATE to claim it, UPDATE with the outcome: no transaction around
     # an outcome without artifacts, and the task does not read the row back.
     with django_assert_max_num_queries(3):
@@ -48,6 +49,6 @@ def test_it_runs_a_task_in_three_statements(echo, django_assert_max_num_queries,
 
 def test_it_returns_the_finished_run_when_asked_to_reload(echo):
     run = queued(echo)
-    finished = runs.execute_run(run.pk)
+    finished = run_execute.execute_run(run.pk)
     assert finished is not None and finished.status == RunStatus.SUCCEEDED
-    assert runs.execute_run(queued(echo).pk, reload=False) is None
+    assert run_execute.execute_run(queued(echo).pk, reload=False) is None

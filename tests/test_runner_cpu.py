@@ -19,11 +19,10 @@ from django.urls import reverse
 from console.settings import envcpus
 from tests import unprivileged
 from tests.conftest import require
-from tools_app import runs
 from tools_app.audit import Actor
-from tools_app.heartbeat import Beater
 from tools_app.models import WorkerHeartbeat
 from tools_app.models.runs import RunVia
+from tools_app.ops.heartbeat import Beater
 from tools_app.runner import (
     SUCCEEDED,
     Limits,
@@ -34,6 +33,7 @@ from tools_app.runner import (
     run,
     standby,
 )
+from tools_app.runs import execute as run_execute
 
 HALF = Limits(timeout=120, grace_seconds=1, cpus=0.5)
 # 5 ms of CPU per 100 ms: the busy tools below hit it even on a machine loaded enough that
@@ -255,10 +255,10 @@ def test_the_run_page_shows_the_cpu_limit(
     source = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"
     tool = make_tool("cpu_shown", language="python", source=source)
 
-    queued = runs.start_run(
+    queued = run_execute.start_run(
         tool.published_version, {}, actor=Actor(user=None), via=RunVia.BROWSER, enqueue=False
     )
-    finished = runs.execute_run(queued.pk)
+    finished = run_execute.execute_run(queued.pk)
 
     page = developer_client.get(reverse("run", args=[finished.pk])).content.decode()
     assert finished.cpu_limit == "0.5 CPU"
@@ -273,10 +273,10 @@ def test_the_run_page_says_when_a_run_had_no_cpu_limit(
     source = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"
     tool = make_tool("cpu_none", language="python", source=source)
 
-    queued = runs.start_run(
+    queued = run_execute.start_run(
         tool.published_version, {}, actor=Actor(user=None), via=RunVia.BROWSER, enqueue=False
     )
-    finished = runs.execute_run(queued.pk)
+    finished = run_execute.execute_run(queued.pk)
 
     page = developer_client.get(reverse("run", args=[finished.pk])).content.decode()
     assert finished.cpu_limit == "none"

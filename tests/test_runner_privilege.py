@@ -21,7 +21,6 @@ from django.core.management.base import SystemCheckError
 
 from tests import unprivileged
 from tests.conftest import prerequisite, require
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import (
@@ -37,6 +36,7 @@ from tools_app.runner import (
     standby,
     teardown,
 )
+from tools_app.runs import execute as run_execute
 
 ENTRY = {
     "typescript": "index.ts",
@@ -513,10 +513,10 @@ def test_the_run_page_and_system_check_say_why_a_root_worker_refuses(
     console_admin_client, make_tool, no_bwrap: None
 ) -> None:
     tool = make_tool("echo_tool", language="bash")
-    started = runs.start_run(
+    started = run_execute.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
-    done = runs.execute_run(started.pk)
+    done = run_execute.execute_run(started.pk)
     assert done.status == RunStatus.FAILED
     # An admin reads any run's result (its starter, the system, is no person).
     page = console_admin_client.get(f"/runs/{done.pk}/").content.decode()

@@ -26,7 +26,7 @@ import pytest
 from tests import egress_support as support
 from tests import unprivileged
 from tests.conftest import require
-from tools_app import egress
+from tools_app.egress import policy as egress_policy
 from tools_app.runner import (
     FAILED,
     SUCCEEDED,
@@ -142,7 +142,7 @@ def run_tool(tmp_path: Path, language: str, source: str, **fields: Any):
     )
 
 
-def probe(tmp_path: Path, targets: list[str], policy: egress.Policy) -> dict[str, str]:
+def probe(tmp_path: Path, targets: list[str], policy: egress_policy.Policy) -> dict[str, str]:
     outcome = run_tool(tmp_path, "python", PROBE_PY, params={"targets": targets}, egress=policy)
     assert outcome.status == SUCCEEDED, outcome.result
     return json.loads(outcome.result["content"][0]["text"])
@@ -162,7 +162,7 @@ def test_it_filters_a_non_root_workers_egress(
     assert sandbox.rootless(), sandbox.rootless_problem()
     console = support.local_server("0.0.0.0")  # noqa: S104 - the console on every address
     allowed = f"127.0.0.1:{listening['allowed']}"
-    policy = egress.build(allowed)
+    policy = egress_policy.build(allowed)
     targets = [
         f"{hosts[PUBLIC]}:80",
         allowed,
@@ -197,7 +197,7 @@ def test_a_non_root_tool_cannot_change_its_egress_rules(
         "bash",
         TAMPER_SH,
         env={"TARGETS": targets},
-        egress=egress.build(f"127.0.0.1:{listening['allowed']}"),
+        egress=egress_policy.build(f"127.0.0.1:{listening['allowed']}"),
     )
     assert outcome.status == SUCCEEDED, outcome.result
     text = outcome.result["content"][0]["text"]
@@ -213,7 +213,9 @@ def test_a_non_root_tool_cannot_change_its_egress_rules(
 def check_ipv6(tmp_path: Path, listening: dict[str, int]) -> None:
     """IPv6 fails at once (not a hang): the host's IPv6 loopback and its own IPv6
     addresses, mapped and NAT64 forms of its IPv4 loopback and a public address alike."""
-    v6_own = [str(ip) for ip in egress.own_addresses() if ip.version == 6 and not ip.is_link_local]
+    v6_own = [
+        str(ip) for ip in egress_policy.own_addresses() if ip.version == 6 and not ip.is_link_local
+    ]
     targets = [
         f"[::1]:{listening['v6']}",
         "[::1]:6379",  # Redis listens on ::1 here
@@ -222,7 +224,7 @@ def check_ipv6(tmp_path: Path, listening: dict[str, int]) -> None:
         "[2001:db8::1]:80",  # public (documentation) address: not routed
         *[f"[{ip}]:{listening['v6']}" for ip in v6_own],
     ]
-    results = probe(tmp_path, targets, egress.build(""))
+    results = probe(tmp_path, targets, egress_policy.build(""))
     # A hang would read "timeout".
     assert all(result.startswith("refused") for result in results.values()), results
     assert results["[2001:db8::1]:80"] == f"refused {errno.errorcode[errno.ENETUNREACH]}"

@@ -1,4 +1,4 @@
-"""tools_app.runs: start, execute (in this process, through the real runner), cancel,
+"""tools_app.runs.execute: start, execute (in this process, through the real runner), cancel,
 claim once, reap, masking and sealing."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from django.utils import timezone
 
 from tests import unprivileged
 from tests.conftest import require
-from tools_app import runs, vault
 from tools_app.audit import Actor
+from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import teardown
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -60,11 +61,11 @@ def start(tool, params, **kw) -> Run:
     kw.setdefault("actor", Actor.system())
     kw.setdefault("via", RunVia.COMMAND)
     kw.setdefault("enqueue", False)
-    return runs.start_run(tool.published_version, params, **kw)
+    return run_execute.start_run(tool.published_version, params, **kw)
 
 
 def test_it_refuses_invalid_params_listing_every_problem(echo):
-    with pytest.raises(runs.InvalidParams) as caught:
+    with pytest.raises(run_execute.InvalidParams) as caught:
         start(echo, {"count": "three", "colour": "red"})
 
     assert caught.value.errors == [
@@ -78,7 +79,7 @@ def test_it_refuses_invalid_params_listing_every_problem(echo):
 def test_it_masks_and_seals_sensitive_inputs(echo, developer):
     run = start(echo, {"name": "Ada", "key": "sk-live-123456"}, actor=Actor(user=developer))
 
-    assert run.params == {"name": "Ada", "key": runs.MASK, "count": 1}
+    assert run.params == {"name": "Ada", "key": run_execute.MASK, "count": 1}
     assert run.status == RunStatus.QUEUED and run.user == developer
     assert "sk-live-123456" not in run.sealed_params
     assert json.loads(vault.decrypt(run.sealed_params)) == {"key": "sk-live-123456"}
@@ -101,7 +102,7 @@ def test_it_executes_a_run_and_stores_progress_result_and_timings(echo, settings
     run = start(echo, {"name": "Ada", "key": "sk-live-123456"})
     seen = []
 
-    run = runs.execute_run(run.pk, on_progress=seen.append)
+    run = run_execute.execute_run(run.pk, on_progress=seen.append)
 
     assert run.status == RunStatus.SUCCEEDED
     # The sensitive value is redacted from everything stored about the run.
@@ -128,34 +129,34 @@ def test_it_executes_a_run_and_stores_progress_result_and_timings(echo, settings
 
 def test_it_claims_a_run_only_once(echo):
     run = start(echo, {"name": "Ada"})
-    assert runs.claim(run.pk) is True
-    assert runs.claim(run.pk) is False
+    assert run_execute.claim(run.pk) is True
+    assert run_execute.claim(run.pk) is False
     # A second delivery of the task finds the run taken and does nothing.
-    assert runs.execute_run(run.pk) is None
+    assert run_execute.execute_run(run.pk) is None
     assert Run.objects.get(pk=run.pk).updates.count() == 0
 
 
 def test_it_executes_a_delivered_task_once(echo):
     run = start(echo, {"name": "Ada"})
-    assert runs.execute_run(run.pk).status == RunStatus.SUCCEEDED
-    assert runs.execute_run(run.pk) is None
+    assert run_execute.execute_run(run.pk).status == RunStatus.SUCCEEDED
+    assert run_execute.execute_run(run.pk) is None
     assert Run.objects.get(pk=run.pk).updates.count() == 2
 
 
 def test_it_ignores_an_unknown_run():
-    assert runs.execute_run("00000000-0000-0000-0000-000000000000") is None
+    assert run_execute.execute_run("00000000-0000-0000-0000-000000000000") is None
 
 
 def test_it_cancels_a_queued_run_at_once(echo, developer):
     run = start(echo, {"name": "Ada", "key": "sk-live-123456"})
 
-    assert runs.cancel_run(run, Actor(user=developer)) is True
+    assert run_execute.cancel_run(run, Actor(user=developer)) is True
 
     assert run.status == RunStatus.CANCELLED and run.finished_at is not None
     assert run.sealed_params == "" and run.result["isError"] is True
-    assert runs.execute_run(run.pk) is None  # the task arrives later: nothing runs
+    assert run_execute.execute_run(run.pk) is None  # the task arrives later: nothing runs
     assert AuditEvent.objects.filter(action="run.cancel", target_id=str(run.pk)).exists()
-    assert runs.cancel_run(run, Actor(user=developer)) is False  # already ended
+    assert run_execute.cancel_run(run, Actor(user=developer)) is False  # already ended
 
 
 def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
@@ -167,9 +168,9 @@ def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
         # Called in the supervising thread, like a cancel from another process would
         # land in the database.
         if not requested:
-            requested.append(runs.cancel_run(Run.objects.get(pk=run.pk), Actor.system()))
+            requested.append(run_execute.cancel_run(Run.objects.get(pk=run.pk), Actor.system()))
 
-    run = runs.execute_run(run.pk, on_progress=cancel_on_first_update)
+    run = run_execute.execute_run(run.pk, on_progress=cancel_on_first_update)
 
     assert requested == [True]
     assert run.status == RunStatus.CANCELLED
@@ -181,7 +182,7 @@ def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
 
 def test_it_applies_a_timeout_override(make_tool):
     sleepy = make_tool("sleepy", language="python", source=SLEEPY_PY)
-    run = runs.execute_run(start(sleepy, {}, timeout=1).pk)
+    run = run_execute.execute_run(start(sleepy, {}, timeout=1).pk)
 
     assert run.status == RunStatus.TIMED_OUT
     assert run.timeout == 1 and run.result["isError"] is True
@@ -231,7 +232,7 @@ def test_it_gives_a_tool_its_declared_integrations_with_secrets_redacted(make_to
         )
     tool = make_tool("envy", language="python", source=ENV_PY, integrations=["demo"])
 
-    run = runs.execute_run(start(tool, {}).pk)
+    run = run_execute.execute_run(start(tool, {}).pk)
 
     assert run.status == RunStatus.SUCCEEDED
     # Only the declared integration, and its secret replaced by its label.
@@ -243,11 +244,11 @@ def test_it_gives_a_tool_its_declared_integrations_with_secrets_redacted(make_to
 def test_it_fails_a_run_whose_integration_is_missing(make_tool, demo_types):
     tool = make_tool("envy", language="python", source=ENV_PY, integrations=["demo"])
 
-    run = runs.execute_run(start(tool, {}).pk)
+    run = run_execute.execute_run(start(tool, {}).pk)
 
     assert run.status == RunStatus.FAILED
     assert "integration 'demo' is not configured" in run.error
-    assert run.result == runs.error_result(run.error)
+    assert run.result == run_execute.error_result(run.error)
 
 
 def test_it_fails_a_run_whose_sealed_inputs_cannot_be_decrypted(echo, settings):
@@ -255,7 +256,7 @@ def test_it_fails_a_run_whose_sealed_inputs_cannot_be_decrypted(echo, settings):
     # The key that sealed them is gone.
     settings.ENCRYPTION_KEY_FILE = Path(settings.ENCRYPTION_KEY_FILE).with_name("other.key")
 
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
 
     assert run.status == RunStatus.FAILED
     assert "cannot be decrypted" in run.error
@@ -276,7 +277,7 @@ def test_it_reaps_runs_whose_heartbeat_stopped(echo, settings):
     stale = _running(echo, beat_age=31)
     fresh = _running(echo, beat_age=5)
 
-    assert runs.reap_lost_runs() == 1
+    assert run_execute.reap_lost_runs() == 1
 
     stale.refresh_from_db()
     fresh.refresh_from_db()
@@ -284,7 +285,7 @@ def test_it_reaps_runs_whose_heartbeat_stopped(echo, settings):
     assert "stopped answering" in stale.error and stale.result["isError"] is True
     assert fresh.status == RunStatus.RUNNING
     assert AuditEvent.objects.filter(action="run.lost", actor="system").count() == 1
-    assert runs.reap_lost_runs() == 0
+    assert run_execute.reap_lost_runs() == 0
 
 
 def test_it_finds_stale_and_unclaimed_runs_on_the_queryset(echo):
@@ -309,8 +310,8 @@ def test_it_finds_stale_and_unclaimed_runs_on_the_queryset(echo):
 
 def test_it_reaps_a_stale_run_when_someone_looks_at_it(echo, settings):
     settings.RUN_LOST_AFTER_SECONDS = 3
-    assert runs.reap_if_stale(_running(echo, beat_age=10)).status == RunStatus.LOST
-    assert runs.reap_if_stale(_running(echo, beat_age=1)).status == RunStatus.RUNNING
+    assert run_execute.reap_if_stale(_running(echo, beat_age=10)).status == RunStatus.LOST
+    assert run_execute.reap_if_stale(_running(echo, beat_age=1)).status == RunStatus.RUNNING
 
 
 def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settings):
@@ -318,9 +319,9 @@ def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settin
     settings.RUN_LOST_AFTER_SECONDS = 0
 
     def reap_meanwhile(content):
-        runs.reap_lost_runs()
+        run_execute.reap_lost_runs()
 
-    run = runs.execute_run(run.pk, on_progress=reap_meanwhile)
+    run = run_execute.execute_run(run.pk, on_progress=reap_meanwhile)
 
     assert run.status == RunStatus.SUCCEEDED
 
@@ -329,20 +330,22 @@ def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settin
 def test_it_records_why_a_run_had_the_process_fallback(echo, monkeypatch):
     monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", "process")
 
-    run = runs.execute_run(start(echo, {"name": "Ada"}).pk)
+    run = run_execute.execute_run(start(echo, {"name": "Ada"}).pk)
 
     assert run.status == RunStatus.SUCCEEDED
     assert run.isolation == "process"
     assert "TOOL_CONSOLE_SANDBOX" in run.isolation_reason
-    assert any("fallback sandbox" in w.text for w in runs.isolation_warnings())
+    assert any("fallback sandbox" in w.text for w in run_execute.isolation_warnings())
 
 
 def test_it_records_no_reason_under_bwrap(echo, monkeypatch):
     monkeypatch.delenv("TOOL_CONSOLE_SANDBOX", raising=False)
-    require(runs.runner.isolation_level()[0] != "bwrap", "bubblewrap cannot run on this host")
-    run = runs.execute_run(start(echo, {"name": "Ada"}).pk)
+    require(
+        run_execute.runner.isolation_level()[0] != "bwrap", "bubblewrap cannot run on this host"
+    )
+    run = run_execute.execute_run(start(echo, {"name": "Ada"}).pk)
     assert run.isolation == "bwrap" and run.isolation_reason == ""
-    assert runs.isolation_warnings() == []
+    assert run_execute.isolation_warnings() == []
 
 
 def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, settings):
@@ -353,8 +356,8 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
     from django.core.management import call_command
 
     from tests.conftest import REPO
+    from tools_app.catalog.sync import sync_tools
     from tools_app.models import Tool
-    from tools_app.sync import sync_tools
 
     archive = tmp_path / "mail" / "archive.sqlite3"
     archive.parent.mkdir()
@@ -367,14 +370,14 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
     sync_tools(REPO / "seed" / "tools")
     version = Tool.objects.get(name="email_db").published_version
 
-    run = runs.start_run(
+    run = run_execute.start_run(
         version,
         {"sql": "select count(*) as n from messages"},
         actor=Actor.system(),
         via=RunVia.COMMAND,
         enqueue=False,
     )
-    run = runs.execute_run(run.pk)
+    run = run_execute.execute_run(run.pk)
 
     assert run.status == RunStatus.SUCCEEDED, (run.error, run.result)
     assert "2" in run.result["content"][0]["text"]
@@ -388,10 +391,10 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
         "with doomed as (select 1) delete from messages": "email_db is read-only",
     }
     for sql, message in refusals.items():
-        write = runs.start_run(
+        write = run_execute.start_run(
             version, {"sql": sql}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
         )
-        write = runs.execute_run(write.pk)
+        write = run_execute.execute_run(write.pk)
         assert write.result["isError"] is True, write.result
         assert message in write.result["content"][0]["text"], write.result
     with sqlite3.connect(archive) as conn:
@@ -409,5 +412,5 @@ def test_it_parses_each_unsaved_version_for_itself(db):
         ToolVersion(toolmd=tool_files(name)["TOOL.md"].decode(), manifest={}, files={})
         for name in ("first_tool", "second_tool")
     )
-    assert runs.manifest_of(first).name == "first_tool"
-    assert runs.manifest_of(second).name == "second_tool"
+    assert run_execute.manifest_of(first).name == "first_tool"
+    assert run_execute.manifest_of(second).name == "second_tool"

@@ -7,8 +7,8 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from tools_app.schema import FORMATS, input_schema, tool_entry, validate_params
-from tools_app.toolmd import Manifest, parse_toolmd
+from tools_app.manifest.schema import FORMATS, input_schema, tool_entry, validate_params
+from tools_app.manifest.toolmd import Manifest, parse_toolmd
 
 TOOLMD = """---
 name: lookup

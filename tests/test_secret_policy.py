@@ -19,13 +19,13 @@ from worker_fixtures import wait_for_run
 
 from tests.conftest import require, tool_files
 from tests.forms_support import link, submit
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import publish_version, save_version
 from tools_app.integrations.policy import set_allow_test_runs
 from tools_app.models import AuditEvent, Integration, Run, ToolVersion
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.runner import isolation_level
-from tools_app.versions import publish_version, save_version
+from tools_app.runs import execute as run_execute
 
 pytestmark = pytest.mark.django_db
 
@@ -64,8 +64,10 @@ def probe(apify) -> tuple[ToolVersion, ToolVersion]:
 
 
 def real_run(version: ToolVersion, *, user=None, via: str = RunVia.BROWSER, token=None) -> Run:
-    run = runs.start_run(version, {}, actor=Actor(user=user, token=token), via=via, enqueue=False)
-    finished = runs.execute_run(run.pk)
+    run = run_execute.start_run(
+        version, {}, actor=Actor(user=user, token=token), via=via, enqueue=False
+    )
+    finished = run_execute.execute_run(run.pk)
     assert finished is not None and finished.status == RunStatus.SUCCEEDED, finished.result
     return finished
 
@@ -142,10 +144,12 @@ def test_the_policy_is_decided_when_the_run_starts(probe, developer, console_adm
     _published, draft = probe
     apify = Integration.objects.get(slug="apify")
     set_allow_test_runs(apify, True, actor=Actor(user=console_admin))
-    run = runs.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
+    run = run_execute.start_run(
+        draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
+    )
     set_allow_test_runs(apify, False, actor=Actor(user=console_admin))
 
-    assert said(runs.execute_run(run.pk)) == "APIFY_TOKEN unset"
+    assert said(run_execute.execute_run(run.pk)) == "APIFY_TOKEN unset"
 
 
 def test_a_version_that_is_no_longer_published_counts_as_a_draft(probe, developer, settings):
@@ -162,14 +166,14 @@ def test_a_version_that_is_no_longer_published_counts_as_a_draft(probe, develope
     )
 
     assert answer.status_code == 202
-    run = runs.execute_run(answer.json()["run"])
+    run = run_execute.execute_run(answer.json()["run"])
     assert said(run) == "APIFY_TOKEN unset"
     assert "'apify' was withheld" in run.notices[0]
     # The published one (now v2) gets it through the API.
     answer = agent.post(
         reverse("api:tool_invoke", args=["probe"]), {"params": {}}, content_type="application/json"
     )
-    assert said(runs.execute_run(answer.json()["run"])) == "APIFY_TOKEN set"
+    assert said(run_execute.execute_run(answer.json()["run"])) == "APIFY_TOKEN set"
 
 
 def test_agents_cannot_invoke_a_draft(probe):
@@ -300,10 +304,10 @@ def test_a_withheld_integration_binds_no_path_either(tmp_path, developer):
     params = {"path": str(shared / "archive.txt")}
 
     def read(version):
-        run = runs.start_run(
+        run = run_execute.start_run(
             version, params, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
         )
-        return said(runs.execute_run(run.pk))
+        return said(run_execute.execute_run(run.pk))
 
     assert read(published) == "READ private mail; EMAIL_DB_PATH set"
     assert read(draft) == "DENIED FileNotFoundError; EMAIL_DB_PATH unset"

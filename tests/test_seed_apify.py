@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tools_app import bundle, datapath, runs, toolmd
 from tools_app.audit import Actor
+from tools_app.catalog import bundle, datapath
+from tools_app.catalog.sync import sync_tools
+from tools_app.catalog.versions import save_version
+from tools_app.http_tools.context import validation_context
 from tools_app.integrations.service import create_integration
+from tools_app.manifest import toolmd
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.sync import sync_tools
-from tools_app.validation_context import validation_context
-from tools_app.versions import save_version
+from tools_app.runs import execute
 
 SEED = Path(__file__).resolve().parents[1] / "seed" / "tools"
 APIFY_TOOLS = ("apify_run_actor", "apify_get_run", "apify_get_dataset_items")
@@ -101,10 +103,10 @@ def _publish_against(fake: FakeApify, name: str) -> Tool:
 
 
 def _run(tool: Tool, params: dict) -> Run:
-    run = runs.start_run(
+    run = execute.start_run(
         tool.published_version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
     )
-    return runs.execute_run(run.pk)
+    return execute.execute_run(run.pk)
 
 
 def test_it_runs_an_actor_with_the_input_as_body_and_the_token_as_bearer(apify_api):

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import require
-from tools_app.httpchecks import ValidationContext
+from tools_app.http_tools.checks import ValidationContext
 from tools_app.runner import (
     CANCELLED,
     FAILED,
@@ -109,7 +109,7 @@ class ToolRunner:
         timeout: float = 60,
         cancel_when: Callable[[str], bool] | None = None,
     ) -> Run:
-        from tools_app.toolmd import validate_tool_dir
+        from tools_app.manifest.toolmd import validate_tool_dir
 
         manifest = validate_tool_dir(SEED_TOOLS / name, context=NO_CONSOLE).manifest
         assert manifest is not None

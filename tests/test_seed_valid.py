@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools_app.toolmd import validate_tool_dir
-from tools_app.validation_context import validation_context
+from tools_app.http_tools.context import validation_context
+from tools_app.manifest.toolmd import validate_tool_dir
 
 SEED_TOOLS = Path(__file__).resolve().parents[1] / "seed" / "tools"
 SHIPPED = (
@@ -18,6 +18,8 @@ SHIPPED = (
     "apify_run_actor",
     "apify_get_run",
     "apify_get_dataset_items",
+    "gmail",
+    "ocr",
 )
 BODY_SECTIONS = ("## Authentication", "## Usage", "## Examples", "## Errors", "## Notes")
 
@@ -64,6 +66,8 @@ def test_it_declares_the_expected_languages_integrations_and_network(db) -> None
         "web_search": ("typescript", ("searxng",), True),
         "email_db": ("python", ("email_db",), False),
         "convert_audio_to_mp3": ("bash", (), False),
+        "gmail": ("typescript", ("google",), True),
+        "ocr": ("python", (), False),
     }
     for name, (language, integrations, network) in expected.items():
         manifest = manifests[name]
@@ -93,3 +97,13 @@ def test_it_offers_the_documented_enum_values_and_defaults() -> None:
     assert tuple(audio.inputs["bitrate"].values) == ("64k", "128k", "192k", "256k", "320k")
     assert audio.inputs["bitrate"].default == "192k"
     assert audio.inputs["output_path"].optional
+
+
+def test_it_offers_the_ocr_tools_inputs() -> None:
+    ocr = validate_tool_dir(SEED_TOOLS / "ocr", context=validation_context()).manifest
+    assert ocr is not None
+    assert ocr.inputs["image"].type == "file" and ocr.inputs["image"].optional
+    assert ocr.inputs["image_path"].optional and ocr.inputs["output_path"].optional
+    assert tuple(ocr.inputs["output"].values) == ("text", "words")
+    assert ocr.inputs["psm"].default == "auto" and ocr.inputs["languages"].default == "eng"
+    assert ocr.inputs["preprocess"].default is True

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tools_app import vault
+from tools_app.integrations import vault
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,7 +140,10 @@ def test_it_exits_1_with_a_clear_message(db, args, expected):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("x", "--type", "nosuch"), "unknown integration type 'nosuch' (known: apify, custom,"),
+        (
+            ("x", "--type", "nosuch"),
+            "unknown integration type 'nosuch' (known: apify, browser, custom,",
+        ),
         (
             ("ghost", "--field", "url=https://x.example"),
             "unknown integration 'ghost': give --type TYPE to create it",

@@ -18,10 +18,10 @@ import pytest
 from tests.conftest import REPO, require
 from tests.test_seed_tools import _write_wav
 from tests.worker_fixtures import worker_database_url
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import RunArtifact
-from tools_app.versions import save_version
+from tools_app.runs import execute as run_execute
 
 MANAGE = [sys.executable, str(REPO / "manage.py")]
 
@@ -130,7 +130,7 @@ def test_runner_max_processes_lowers_how_many_processes_a_run_may_start(tmp_path
 
 @pytest.mark.django_db(transaction=True)
 def test_tool_input_dirs_let_convert_audio_to_mp3_read_a_file_outside_its_folder(tmp_path):
-    from tools_app.sync import sync_tools
+    from tools_app.catalog.sync import sync_tools
 
     require(not _has_ffmpeg(), "ffmpeg is not installed (apt-get install ffmpeg)")
     sync_tools(REPO / "seed" / "tools")
@@ -149,7 +149,7 @@ def test_tool_input_dirs_let_convert_audio_to_mp3_read_a_file_outside_its_folder
     assert f"Converted {recordings / 'meeting.wav'} to MP3." in text_of(done)
     artifact = RunArtifact.objects.get(name="meeting.mp3")
     # Artifacts are kept in the database (CONSOLE_ARTIFACT_STORAGE's default).
-    with runs.open_artifact(artifact) as stored:
+    with run_execute.open_artifact(artifact) as stored:
         mp3 = stored.read()
     assert mp3[:3] == b"ID3" and artifact.size == len(mp3)
     assert (recordings / "meeting.wav").exists() and not (recordings / "meeting.mp3").exists()
@@ -299,10 +299,10 @@ def test_tool_input_dirs_let_a_person_convert_a_recording_from_the_run_form(
     tmp_path, settings, developer_client
 ):
     """The same setting on the way a person runs the tool: the run form, the runner
-    (runs.execute_run, as a worker does) and the run page. (CONSOLE_TOOL_INPUT_DIRS is read
+    (run_execute.execute_run, as a worker does) and the run page. (CONSOLE_TOOL_INPUT_DIRS is read
     into settings.TOOL_INPUT_DIRS at start-up: the test above starts processes with it.)"""
     from tests.test_run_outcomes import page, run_from_the_form
-    from tools_app.sync import sync_tools
+    from tools_app.catalog.sync import sync_tools
 
     require(not _has_ffmpeg(), "ffmpeg is not installed (apt-get install ffmpeg)")
     sync_tools(REPO / "seed" / "tools")

@@ -12,11 +12,11 @@ from django.core import checks
 from django.core.management import call_command
 
 from tests.conftest import REPO, tool_files
-from tools_app import staticcheck, toolmd
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
+from tools_app.http_tools.context import validation_context
+from tools_app.manifest import staticcheck, toolmd
 from tools_app.models import Integration
-from tools_app.validation_context import validation_context
-from tools_app.versions import save_version
 
 FULL_BODY = (
     "# Tool\n\n## Authentication\n\nNone.\n\n## Usage\n\nCall it.\n\n## Examples\n\n"
@@ -182,7 +182,7 @@ def test_missing_body_sections(db):
 
 
 def test_the_seed_tools_pass_every_static_check(db):
-    from tools_app import bundle
+    from tools_app.catalog import bundle
 
     for folder in sorted((REPO / "seed" / "tools").iterdir()):
         files = bundle.read_tool_dir(folder)

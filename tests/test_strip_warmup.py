@@ -1,5 +1,5 @@
 """A worker strips its TypeScript tools' types when it starts (tsstrip.warm,
-runs.warm_strip_cache, the WarmStripCache bootstep in console/celery.py), so no pool
+run_execute.warm_strip_cache, the WarmStripCache bootstep in console/celery.py), so no pool
 process strips them inside its first run of a tool."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from worker_fixtures import CeleryWorker, worker_database_url
 from console import celery as console_celery
 from tests.conftest import require, toolmd_text
 from tests.test_bundle import write
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.catalog.versions import save_version
 from tools_app.models import Run, Tool
 from tools_app.runner import isolation_level, tsstrip
-from tools_app.versions import save_version
+from tools_app.runs import execute as run_execute
 
 SOURCE = "export const {name}: number = {n};\n"
 
@@ -201,7 +201,7 @@ def test_it_warms_the_published_versions_of_enabled_typescript_tools(
     save("py", python)
 
     with django_assert_max_num_queries(2):  # not one per tool
-        stripped = runs.warm_strip_cache()
+        stripped = run_execute.warm_strip_cache()
     assert stripped == 6  # five index.ts, one lib.mts shared by all
     cache = worker_cache(settings)
     for files in published.values():
@@ -214,13 +214,13 @@ def test_it_warms_the_published_versions_of_enabled_typescript_tools(
 def test_it_warms_at_most_the_recently_changed_versions(
     tmp_path: Path, settings, bwrap: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runs, "WARM_VERSIONS", 4)
-    monkeypatch.setattr(runs, "WARM_CHUNK", 3)  # the versions' files, 3 at a time
+    monkeypatch.setattr(run_execute, "WARM_VERSIONS", 4)
+    monkeypatch.setattr(run_execute, "WARM_CHUNK", 3)  # the versions' files, 3 at a time
     versions = {f"ts{i}": ts_files(f"ts{i}", i) for i in range(5)}
     for age, (name, files) in enumerate(versions.items()):
         tool = save(name, files)
         Tool.objects.filter(pk=tool.pk).update(updated_at=tool.updated_at - timedelta(hours=age))
-    assert runs.warm_strip_cache() == 4
+    assert run_execute.warm_strip_cache() == 4
     cache = worker_cache(settings)
     assert strip_needed(tmp_path, versions["ts4"], cache) != []  # the least recently changed
     for name in ("ts0", "ts1", "ts2", "ts3"):
@@ -233,11 +233,11 @@ def test_it_warms_nothing_where_runs_use_no_cache(
 ) -> None:
     save("ts", ts_files("ts", 1))
     monkeypatch.setenv("TOOL_CONSOLE_SANDBOX", "process")  # no standby sandbox, no cache
-    assert runs.warm_strip_cache() == 0
+    assert run_execute.warm_strip_cache() == 0
     assert not worker_cache(settings).exists()
     monkeypatch.delenv("TOOL_CONSOLE_SANDBOX")
     monkeypatch.setattr(tsstrip, "cache_dir", lambda folder: None)  # not a private folder
-    assert runs.warm_strip_cache() == 0
+    assert run_execute.warm_strip_cache() == 0
     assert node_calls == []
 
 
@@ -247,11 +247,11 @@ def test_a_failed_warm_up_only_logs(
     def broken() -> int:
         raise RuntimeError("the database is gone")
 
-    monkeypatch.setattr(runs, "warm_strip_cache", broken)
+    monkeypatch.setattr(run_execute, "warm_strip_cache", broken)
     with caplog.at_level(logging.INFO, logger="console.celery"):
         console_celery.warm_strip_cache()
     assert "could not warm the TypeScript strip cache" in caplog.text
-    monkeypatch.setattr(runs, "warm_strip_cache", lambda: 3)
+    monkeypatch.setattr(run_execute, "warm_strip_cache", lambda: 3)
     with caplog.at_level(logging.INFO, logger="console.celery"):
         console_celery.warm_strip_cache()
     assert re.search(r"strip cache warmed: 3 files stripped in \d+ ms", caplog.text)

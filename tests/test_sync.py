@@ -17,11 +17,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.conftest import REPO, tool_files
-from tools_app import bundle, datapath, shim
 from tools_app.audit import Actor
+from tools_app.catalog import bundle, datapath, shim
+from tools_app.catalog.sync import sync_tools
+from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.models import AuditEvent, Tool, ToolVersion
-from tools_app.sync import sync_tools
-from tools_app.versions import save_version, set_enabled
 
 
 def write_seed(seed: Path, name: str, version: int = 1, **kw) -> Path:
@@ -265,6 +265,7 @@ def test_the_shipped_seed_tools_all_sync(db):
         "web_search",
         "email_db",
         "convert_audio_to_mp3",
+        "ocr",
     }
     assert all(line.status == "imported" for line in lines), lines
 

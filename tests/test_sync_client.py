@@ -21,11 +21,11 @@ import pytest
 from agent_api import reset_api_caches
 from conftest import tool_files
 
-from tools_app import bundle
 from tools_app.audit import Actor
+from tools_app.catalog import bundle
+from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.models import AgentToken
 from tools_app.runner.sandbox import node_executable
-from tools_app.versions import save_version, set_enabled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from agent_api import agent_client, reset_api_caches
 
 from tools_app.api import sync as sync_api
 from tools_app.audit import Actor
-from tools_app.versions import set_enabled
+from tools_app.catalog.versions import set_enabled
 
 MANIFEST = "/api/v1/sync/manifest"
 

@@ -12,11 +12,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.conftest import tool_files, toolmd_text
-from tools_app import rendering, schema, toolmd
 from tools_app.audit import Actor
+from tools_app.catalog import rendering
+from tools_app.catalog.versions import publish_version, save_version, set_enabled
+from tools_app.manifest import schema, toolmd
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, VersionState
-from tools_app.versions import publish_version, save_version, set_enabled
 
 EVIL_BODY = """# Evil tool
 

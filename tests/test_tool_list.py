@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from tests.conftest import ENTRY_SOURCE, toolmd_text
 from tools_app.audit import Actor
+from tools_app.catalog.versions import set_enabled
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files
-from tools_app.versions import set_enabled
 from tools_app.views.tools import PER_PAGE
 
 URL = "/tools/"

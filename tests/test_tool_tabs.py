@@ -10,9 +10,9 @@ import re
 import pytest
 
 from tests.conftest import tool_files
-from tools_app import schema, toolmd
 from tools_app.audit import Actor
-from tools_app.versions import save_version
+from tools_app.catalog.versions import save_version
+from tools_app.manifest import schema, toolmd
 
 TABS = {
     "Overview": "/tools/big/",

@@ -20,8 +20,8 @@ from tests.conftest import tool_files
 from tests.editor_support import zip_of
 from tests.forms_support import submit
 from tools_app.integrations.validation import RESERVED_SLUGS
+from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import Tool
-from tools_app.toolmd import NAME_RE
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tools_app.bundle import MAX_FILE_BYTES
-from tools_app.httpchecks import ValidationContext
-from tools_app.toolmd import (
+from tools_app.catalog.bundle import MAX_FILE_BYTES
+from tools_app.http_tools.checks import ValidationContext
+from tools_app.manifest.toolmd import (
     ENTRY_FILES,
     MAX_FRONTMATTER,
     MAX_TOOLMD,

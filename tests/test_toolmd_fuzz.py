@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from tools_app.schema import input_schema, tool_entry, validate_params
-from tools_app.toolmd import (
+from tools_app.manifest.schema import input_schema, tool_entry, validate_params
+from tools_app.manifest.toolmd import (
     INPUT_TYPES,
     LANGUAGES,
     ParseResult,

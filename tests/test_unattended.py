@@ -14,17 +14,17 @@ from django.utils import timezone
 
 from console.celery import app
 from tests.conftest import REPO, tool_files
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.runs import execute
 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_beats_reaper_entry_marks_a_dead_workers_run_lost(worker, make_tool):
     tool = make_tool("quick", language="python")
-    run = runs.start_run(
+    run = execute.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     # What a worker killed an hour ago leaves behind: running, its heartbeat long gone.

@@ -8,7 +8,7 @@ import threading
 import integrations_support as support
 import pytest
 
-from tools_app import vault
+from tools_app.integrations import vault
 
 fernet_keys = support.fernet_keys
 new_key = support.new_key

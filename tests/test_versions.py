@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import tool_files
-from tools_app import toolmd
 from tools_app.audit import Actor
-from tools_app.models import AuditEvent, Tool, ToolVersion
-from tools_app.versions import (
+from tools_app.catalog.versions import (
     InvalidTool,
     VersionConflict,
     publish_version,
@@ -16,6 +14,8 @@ from tools_app.versions import (
     set_enabled,
     unpublish,
 )
+from tools_app.manifest import toolmd
+from tools_app.models import AuditEvent, Tool, ToolVersion
 
 SYSTEM = Actor.system()
 

@@ -142,7 +142,7 @@ def test_a_forged_base_is_a_conflict_not_an_overwrite(developer_client, make_too
 def test_the_history_pages_many_versions(developer_client, make_tool):
     from tests.conftest import tool_files
     from tools_app.audit import Actor
-    from tools_app.versions import save_version
+    from tools_app.catalog.versions import save_version
 
     make_tool("alpha", publish=False)
     for n in range(2, 56):

@@ -10,12 +10,12 @@ from django.test import Client
 from worker_fixtures import wait_for_run
 
 from tests.conftest import require
-from tools_app import runs
 from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner import isolation_level
+from tools_app.runs import execute as run_execute
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -52,7 +52,7 @@ SECONDS = {"seconds": {"type": "number", "description": "How long to sleep."}}
 
 
 def start(tool, params=None, **kw) -> Run:
-    return runs.start_run(
+    return run_execute.start_run(
         tool.published_version, params or {}, actor=Actor.system(), via=RunVia.COMMAND, **kw
     )
 
@@ -67,7 +67,7 @@ def test_it_runs_a_typescript_tool_end_to_end(worker, make_tool):
         },
     )
     run = start(tool, {"name": "Ada", "key": "k-123456"})
-    assert run.sealed_params and run.params["key"] == runs.MASK
+    assert run.sealed_params and run.params["key"] == run_execute.MASK
 
     run = wait_for_run(run.pk, FINISHED, worker=worker)
 
@@ -136,7 +136,7 @@ def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):
 
     assert quick_run.status == RunStatus.SUCCEEDED
     assert Run.objects.get(pk=long_run.pk).status == RunStatus.RUNNING
-    runs.cancel_run(long_run, Actor.system())
+    run_execute.cancel_run(long_run, Actor.system())
     assert wait_for_run(long_run.pk, FINISHED, worker=worker).status == RunStatus.CANCELLED
 
 
@@ -156,7 +156,7 @@ def test_it_kills_a_tool_that_ignores_cancel_after_the_grace_period(worker, make
     while not run.updates.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
 
-    runs.cancel_run(run, Actor.system())
+    run_execute.cancel_run(run, Actor.system())
     run = wait_for_run(run.pk, FINISHED, worker=worker)
 
     assert run.status == RunStatus.CANCELLED

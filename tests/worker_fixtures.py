@@ -210,7 +210,7 @@ def _configure_publisher(worker: CeleryWorker) -> Callable[[], None]:
     options = {}
     transport = None
     if worker.broker_url == "filesystem://":
-        transport = "tools_app.broker:Transport"  # as settings.py picks it
+        transport = "tools_app.ops.broker:Transport"  # as settings.py picks it
         folder = worker.state_dir / "broker" / "queue"
         folder.mkdir(parents=True, exist_ok=True)
         (worker.state_dir / "broker" / "processed").mkdir(parents=True, exist_ok=True)
@@ -388,7 +388,7 @@ def idle_broker(tmp_path):
     apply(
         {
             "broker_url": "filesystem://",
-            "broker_transport": "tools_app.broker:Transport",
+            "broker_transport": "tools_app.ops.broker:Transport",
             "broker_transport_options": broker.options,
             "task_default_queue": broker.queue,
         }

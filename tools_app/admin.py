@@ -1,7 +1,7 @@
 """Django admin is the auditors' view: every model is here, secrets never are.
 
 Most models are read-only here because their state changes belong to the console's own
-code paths (versions.py for tools, the vault for secrets), which validate and audit. The
+code paths (catalog/versions.py for tools, the vault for secrets), which validate and audit. The
 few edits admin allows are audited like any other state change, in the same append-only
 log, with field names but never values."""
 
@@ -23,10 +23,12 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
-from tools_app import nesting
 from tools_app.audit import Actor, record
 from tools_app.audit_targets import attach_targets, target_label, target_url
+from tools_app.catalog.presets import set_allow_test_runs as set_preset_test_runs
+from tools_app.catalog.versions import set_enabled
 from tools_app.integrations.policy import set_allow_test_runs
+from tools_app.lib import nesting
 from tools_app.models import (
     AgentToken,
     AuditEvent,
@@ -41,8 +43,6 @@ from tools_app.models import (
     ToolVersion,
     WorkerHeartbeat,
 )
-from tools_app.presets import set_allow_test_runs as set_preset_test_runs
-from tools_app.versions import set_enabled
 
 # Admin's navigation sidebar takes a quarter of a 1280 px screen on every page, which the
 # audit log's columns need; the breadcrumbs and the index page lead everywhere it does.

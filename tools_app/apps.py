@@ -7,4 +7,7 @@ class ToolsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported for what importing them does: system checks, then signal receivers.
-        from tools_app import checks, runs, signals, staticcheck, vault  # noqa: F401
+        from tools_app import checks, signals  # noqa: F401
+        from tools_app.integrations import vault  # noqa: F401
+        from tools_app.manifest import staticcheck  # noqa: F401
+        from tools_app.runs import execute  # noqa: F401

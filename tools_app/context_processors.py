@@ -8,7 +8,7 @@ def console(request: HttpRequest) -> dict:
     if user is None or not user.is_authenticated:
         return {}
     from tools_app.checks import console_warnings
-    from tools_app.health import worker_alive
+    from tools_app.ops.health import worker_alive
 
     is_admin = has_role(user, ADMIN)
     return {

@@ -13,7 +13,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
-from tools_app import health
+from tools_app.ops import health
 
 RETRY_AFTER_SECONDS = 30
 

@@ -13,8 +13,10 @@ from django.db.backends.signals import connection_created
 from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
-from tools_app import roles, statedir, vault
+from tools_app import roles
+from tools_app.integrations import vault
 from tools_app.models import AgentToken, Tool
+from tools_app.ops import statedir
 from tools_app.views.auth import record_lockout
 
 

@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers, the work is in tools_app.runs.
+"""Celery tasks: thin wrappers, the work is in tools_app.runs.execute.
 
 Results are ignored (the Run row is the record). Acknowledged before they run
 (CELERY_TASK_ACKS_LATE = False) and claimed with a conditional UPDATE, so a tool never runs
@@ -8,15 +8,22 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from tools_app import runs
+from tools_app.integrations.oauth import refresh_due
+from tools_app.runs import execute
 
 
-@shared_task(name=runs.EXECUTE_RUN_TASK, ignore_result=True)
+@shared_task(name=execute.EXECUTE_RUN_TASK, ignore_result=True)
 def execute_run(run_id: str) -> None:
-    runs.execute_run(run_id, reload=False)
+    execute.execute_run(run_id, reload=False)
 
 
 @shared_task(name="tools_app.tasks.reap_lost_runs", ignore_result=True)
 def reap_lost_runs() -> int:
-    runs.prune_worker_heartbeats()
-    return runs.reap_lost_runs()
+    execute.prune_worker_heartbeats()
+    return execute.reap_lost_runs()
+
+
+@shared_task(name="tools_app.tasks.refresh_oauth_tokens", ignore_result=True)
+def refresh_oauth_tokens() -> int:
+    """Refresh the OAuth integrations whose access token is due (the beat runs it)."""
+    return len(refresh_due())

@@ -6,6 +6,7 @@ from tools_app.views import (
     editor,
     home,
     integrations,
+    oauth,
     openapi,
     presets,
     runs,
@@ -86,6 +87,22 @@ urlpatterns = [
         "integrations/environment/",
         integrations.integration_environment,
         name="integration_environment",
+    ),
+    # OAuth2 (tools_app/views/oauth.py): one callback for every integration.
+    path(
+        "integrations/oauth/callback/",
+        oauth.integration_oauth_callback,
+        name="integration_oauth_callback",
+    ),
+    path(
+        "integrations/<slug:slug>/oauth/connect/",
+        oauth.integration_oauth_connect,
+        name="integration_oauth_connect",
+    ),
+    path(
+        "integrations/<slug:slug>/oauth/disconnect/",
+        oauth.integration_oauth_disconnect,
+        name="integration_oauth_disconnect",
     ),
     path("integrations/<slug:slug>/", integrations.integration_detail, name="integration"),
     path("integrations/<slug:slug>/edit/", integrations.integration_edit, name="integration_edit"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.urls import reverse
 
 from tools_app.api.errors import ApiError, shown
+from tools_app.manifest.toolmd import MAX_VERSION, NAME_RE
 from tools_app.models import Tool, ToolVersion
-from tools_app.toolmd import MAX_VERSION, NAME_RE
 
 __all__ = ["MAX_VERSION", "bundle_url", "visible_tool", "visible_version"]
 

@@ -14,17 +14,18 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from ninja import Router, Schema
 
-from tools_app import runs, vault
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import visible_tool
 from tools_app.api.errors import ApiError
 from tools_app.api.schemas import ErrorOut
 from tools_app.audit import Actor, record
+from tools_app.integrations import vault
 from tools_app.integrations.environment import environment_for
 from tools_app.integrations.errors import IntegrationError
 from tools_app.integrations.policy import secret_access
 from tools_app.models.runs import RunVia
 from tools_app.models.tokens import Scope
+from tools_app.runs import execute
 
 router = Router(tags=["env"], auth=TokenAuth(Scope.SECRETS_READ))
 
@@ -70,7 +71,7 @@ def env(request: HttpRequest) -> JsonResponse:
     slugs: list[str] = []
     for name in names:
         version = visible_tool(name).published_version
-        manifest = runs.manifest_of(version)
+        manifest = execute.manifest_of(version)
         access = secret_access(version, manifest.integrations, user=None, via=RunVia.API)
         slugs += [s for s in access.granted if s not in slugs]
     try:

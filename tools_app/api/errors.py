@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
-from tools_app import nesting
+from tools_app.lib import nesting
 
 logger = logging.getLogger("tools_app.api")
 

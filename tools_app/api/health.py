@@ -1,4 +1,4 @@
-"""Readiness for operators and agents: GET /api/v1/health (tools_app/health.py decides).
+"""Readiness for operators and agents: GET /api/v1/health (tools_app/ops/health.py decides).
 
 Any agent token may ask, whatever its scopes, and so may an admin's browser session;
 anyone else gets 401 (or 403 for a signed-in person who is not an admin)."""
@@ -11,10 +11,10 @@ from django.db import DatabaseError
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
-from tools_app import health
 from tools_app.api.auth import active_token, touch
 from tools_app.api.errors import Forbidden, Unauthorized
 from tools_app.api.schemas import ErrorOut
+from tools_app.ops import health
 from tools_app.roles import ADMIN, has_role
 
 router = Router(tags=["health"])

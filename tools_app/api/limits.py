@@ -7,7 +7,7 @@ Content-Length, before Django reads it into memory or anything parses it (ninja 
 the body before any handler could object); invoke then checks the params themselves.
 
 Nesting: `NestingParser` parses every body with the console's one nesting cap
-(tools_app/nesting.py), so a body nested too deep is a 400 naming the path, like any body
+(tools_app/lib/nesting.py), so a body nested too deep is a 400 naming the path, like any body
 ninja cannot parse, never a RecursionError further on."""
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from ninja.parser import Parser
 
-from tools_app import input_files, nesting
 from tools_app.api.errors import ApiError, error_response
 from tools_app.forms.runs import MAX_RAW_PARAMS
-from tools_app.toolmd import Manifest
+from tools_app.lib import nesting
+from tools_app.manifest import input_files
+from tools_app.manifest.toolmd import Manifest
 
 MAX_PARAMS_BYTES = MAX_RAW_PARAMS
 # Room for the envelope: {"params": ..., "version": N} and some whitespace.
 MAX_BODY_BYTES = MAX_PARAMS_BYTES + 4096
-# `file` inputs travel base64 inside params (tools_app/input_files.py, 10 MiB each): their
+# `file` inputs travel base64 inside params (tools_app/manifest/input_files.py, 10 MiB each): their
 # `data` does not count towards MAX_PARAMS_BYTES, and a body up to this size is read, but
 # only for a request whose token is valid (an anonymous one is refused unread as before).
 # Below DATA_UPLOAD_MAX_MEMORY_SIZE (25 MiB), which Django enforces when it reads a body.

@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Path, Router
 from ninja.errors import ValidationError
 
-from tools_app import schema, toolmd
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import (
     MAX_VERSION,
@@ -22,6 +21,7 @@ from tools_app.api.common import (
 )
 from tools_app.api.conditional import cached_json, make_etag, published_revision
 from tools_app.api.schemas import ErrorOut, Format, RegistryOut, ToolOut, VersionOut
+from tools_app.manifest import schema, toolmd
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tokens import Scope
 

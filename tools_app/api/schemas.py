@@ -11,7 +11,7 @@ from ninja import Schema
 
 
 class Format(StrEnum):
-    """Registry entry formats (tools_app.schema.FORMATS)."""
+    """Registry entry formats (tools_app.manifest.schema.FORMATS)."""
 
     native = "native"
     openai = "openai"

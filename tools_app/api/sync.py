@@ -3,7 +3,7 @@
 A client fetches the manifest (cheap to poll with If-None-Match), compares each tool's
 sha256 with its copy, downloads the bundles that differ and checks them against the hashes
 listed here before swapping them in. Hashes, file lists and bundles are of the tool as
-mirrored: a python or bash tool carries the generated index.js (tools_app/shim), so the
+mirrored: a python or bash tool carries the generated index.js (tools_app/catalog/shim), so the
 `sha256` here differs from the registry's version sha256 for those tools.
 
 Incremental: `?since=<revision>` answers only what changed since the manifest of that
@@ -28,7 +28,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Router
 
-from tools_app import bundle, shim
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import MAX_VERSION, bundle_url, visible_tool, visible_version
 from tools_app.api.conditional import (
@@ -39,6 +38,7 @@ from tools_app.api.conditional import (
     with_validator,
 )
 from tools_app.api.schemas import ErrorOut, SyncManifestOut
+from tools_app.catalog import bundle, shim
 from tools_app.models import Tool
 from tools_app.models.tokens import Scope
 from tools_app.models.tools import decode_files

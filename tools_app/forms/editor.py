@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from django import forms
 from django.forms import BaseFormSet, formset_factory
 
-from tools_app import bundle
-from tools_app.importer import MAX_ZIP_BYTES
+from tools_app.catalog import bundle
+from tools_app.catalog.importer import MAX_ZIP_BYTES
+from tools_app.manifest.languages import LANGUAGES
+from tools_app.manifest.toolmd import MAX_DESCRIPTION, MAX_VERSION, NAME_RE
 from tools_app.models import Tool
-from tools_app.toolmd import LANGUAGES, MAX_DESCRIPTION, MAX_VERSION, NAME_RE
 
 NEWLINES = [("lf", "LF"), ("crlf", "CRLF")]
 CODE_ATTRS = {"rows": 18, "spellcheck": "false", "autocomplete": "off", "data-code-editor": ""}

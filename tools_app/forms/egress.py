@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from tools_app import egress
+from tools_app.egress import policy as egress_policy
 from tools_app.models import EgressException
 
 
@@ -24,8 +24,8 @@ class EgressExceptionForm(forms.Form):
         if "," in entry:
             raise forms.ValidationError("One destination at a time.")
         try:
-            (allow,) = egress.parse_allow(entry, source="the System page")
-        except (egress.PolicyError, ValueError) as exc:
+            (allow,) = egress_policy.parse_allow(entry, source="the System page")
+        except (egress_policy.PolicyError, ValueError) as exc:
             raise forms.ValidationError(str(exc) or "Not a destination.") from None
         # Stored as the policy writes it, so one destination is one row however typed.
         entry = str(allow)

@@ -11,9 +11,10 @@ from urllib.parse import unquote_to_bytes
 from django import forms
 from django.contrib.auth import get_user_model
 
-from tools_app import input_files, listinput, nesting, schema
+from tools_app.lib import listinput, nesting
+from tools_app.manifest import input_files, schema
+from tools_app.manifest.toolmd import NAME_RE, InputSpec, Manifest
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.toolmd import NAME_RE, InputSpec, Manifest
 
 # A raw params document larger than this is refused before it is parsed.
 MAX_RAW_PARAMS = 1024 * 1024
@@ -68,7 +69,7 @@ def offerable(value: Any) -> bool:
 def parse_json_field(label: str | None, text: str, root: str = "params", level: int = 1) -> Any:
     """JSON from a textarea, or a ValidationError saying where it broke, after "label: "
     (the message stands alone, capitalised, with no label). Past the nesting cap the
-    message names the path, from `root` (the value's place, at `level`: nesting.py)."""
+    message names the path, from `root` (the value's place, at `level`: lib/nesting.py)."""
     try:
         return nesting.loads(text, root=root, level=level)
     except nesting.TooDeep as exc:
@@ -125,7 +126,7 @@ def focus_first_error(form: forms.Form) -> None:
 
 
 def file_object(upload) -> dict[str, Any]:
-    """An upload as the file object the API takes (tools_app/input_files.py)."""
+    """An upload as the file object the API takes (tools_app/manifest/input_files.py)."""
     if upload.size > input_files.MAX_FILE:
         raise forms.ValidationError(
             f"{upload.name}: the file is larger than {input_files.MAX_FILE // (1024 * 1024)} MiB."

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
+from tools_app.manifest.toolmd import SLUG_RE
 from tools_app.models.tools import TOOL_STATUS_FILTERS, Language, ToolQuerySet
-from tools_app.toolmd import SLUG_RE
 
 # Longer searches are refused with a 400 rather than sent to the database: no tool name
 # or useful description phrase is this long, and LIKE over a huge pattern is wasted work.

@@ -10,8 +10,10 @@ from urllib.parse import quote, urlsplit
 
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import egress, egress_config, http, vault
 from tools_app.audit import Actor, record
+from tools_app.egress import client, config
+from tools_app.egress import policy as egress_policy
+from tools_app.integrations import vault
 from tools_app.integrations.environment import secret_label
 from tools_app.integrations.types import IntegrationType, placeholders
 from tools_app.integrations.validation import (
@@ -170,7 +172,7 @@ def _connection_test(
         headers[name] = _fill(template, filled, kinds, in_url=False)
     body = _fill(test.body, filled, kinds, in_url=False) if test.body else None
     try:
-        result = http.request(
+        result = client.request(
             test.method,
             url,
             headers=headers,
@@ -183,9 +185,9 @@ def _connection_test(
                 if any(p in secret_names for p in placeholders(template))
             ],
             transport=transport,
-            policy=egress_config.console_policy(integration),
+            policy=config.console_policy(integration),
         )
-    except (http.HttpError, egress.PolicyError) as exc:
+    except (client.HttpError, egress_policy.PolicyError) as exc:
         return TestOutcome(False, redact(f"Request failed: {exc}", labels))
     excerpt = " ".join(redact(result.text(), labels).split())
     if len(excerpt) > EXCERPT_CHARS:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import vault
+from tools_app.integrations import oauth, vault
 from tools_app.integrations.errors import IntegrationUnavailable
 from tools_app.integrations.fields import fields_of
 from tools_app.integrations.paths import bindable
@@ -54,6 +54,17 @@ def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str
             raise IntegrationUnavailable(
                 f"integration {slug!r} has type {integration.type_slug!r}, which is not installed"
             )
+        if oauth.spec_of(integration) is not None:  # tools get the access token only
+            oauth_env, oauth_labels = oauth.environment(integration)
+            for name in oauth_env:
+                if name in owners:
+                    raise IntegrationUnavailable(
+                        f"integrations {owners[name]!r} and {slug!r} both set {name}"
+                    )
+                owners[name] = slug
+            env |= oauth_env
+            labels |= oauth_labels
+            continue
         stored = {s.field: s for s in integration.secrets.all()}
         for spec in fields:
             if spec.secret:
@@ -130,6 +141,24 @@ def env_preview(tool_or_slugs: Tool | Iterable[str]) -> list[PreviewItem]:
                     "unknown_type",
                     f"type {integration.type_slug!r} is not installed",
                     (),
+                    integration,
+                )
+            )
+            continue
+        if (health := oauth.health(integration)) is not None:
+            spec = oauth.spec_of(integration)
+            assert spec is not None
+            connected = health.state != "not_connected"
+            items.append(
+                PreviewItem(
+                    slug,
+                    "disabled"
+                    if not integration.enabled
+                    else "ok"
+                    if connected and health.state != "needs_reconnect"
+                    else "incomplete",
+                    "" if health.ok else f"{health.label}: {health.message}",
+                    (PreviewVariable(spec.env, "access_token", True, connected),),
                     integration,
                 )
             )

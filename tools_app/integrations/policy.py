@@ -11,7 +11,7 @@
 
 The run form and the tool page ask the same function what a run by the current person
 would receive, so what they show is what the run gets. Sensitive tool presets follow the
-same rule through trusted_basis() (tools_app/presets.py), with a per-tool switch in place
+same rule through trusted_basis() (tools_app/catalog/presets.py), with a per-tool switch in place
 of the integration's. No HTTP here.
 """
 
@@ -77,7 +77,7 @@ def is_published(version: ToolVersion) -> bool:
 def trusted_basis(version: ToolVersion, *, user=None, via: str) -> Basis | None:
     """Why a run of `version` by `user` through `via` receives every secret it declares
     (published, operator, admin), or None: then each secret's own "allow test runs" switch
-    decides. Sensitive tool presets (tools_app/presets.py) follow the same rule."""
+    decides. Sensitive tool presets (tools_app/catalog/presets.py) follow the same rule."""
     if is_published(version):
         return Basis.PUBLISHED
     if via == RunVia.COMMAND:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import vault
 from tools_app.audit import Actor, record
+from tools_app.integrations import vault
 from tools_app.integrations.errors import RotationError
 from tools_app.models import Integration, IntegrationSecret
 
@@ -19,7 +19,8 @@ class RotationResult:
     rotated: int
     already_current: int
     runs: int = 0  # queued runs whose sealed sensitive inputs were re-encrypted too
-    presets: int = 0  # sensitive tool presets (tools_app/presets.py) re-encrypted too
+    presets: int = 0  # sensitive tool presets (tools_app/catalog/presets.py) re-encrypted too
+    oauth: int = 0  # OAuth connections (access and refresh token) re-encrypted too
 
     @property
     def total(self) -> int:
@@ -67,7 +68,10 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
             last_pk = rows[-1].pk
     runs = _rotate_sealed_runs() if failure is None else 0
     presets = _rotate_presets() if failure is None else 0
-    result = RotationResult(rotated=rotated, already_current=already, runs=runs, presets=presets)
+    oauth = _rotate_oauth() if failure is None else 0
+    result = RotationResult(
+        rotated=rotated, already_current=already, runs=runs, presets=presets, oauth=oauth
+    )
     if failure is not None:
         integration_slug = (
             Integration.objects.filter(pk=failure[0]).values_list("slug", flat=True).first() or "?"
@@ -87,7 +91,13 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
         actor,
         "integrations.rotate_keys",
         summary=f"re-encrypted {rotated} secrets under the first key ({already} already were)",
-        data={"rotated": rotated, "already_current": already, "runs": runs, "presets": presets},
+        data={
+            "rotated": rotated,
+            "already_current": already,
+            "runs": runs,
+            "presets": presets,
+            "oauth": oauth,
+        },
     )
     return result
 
@@ -143,4 +153,28 @@ def _rotate_presets() -> int:
         count += ToolPreset.objects.filter(pk=pk, ciphertext=token).update(
             ciphertext=new, key_id=kid
         )
+    return count
+
+
+@sensitive_variables()
+def _rotate_oauth() -> int:
+    """OAuth connections seal two tokens under one key: re-encrypt both together, only if
+    neither changed meanwhile (a refresh writes new ones, under the first key already).
+    One no key decrypts is left alone; its runs fail saying to reconnect."""
+    from tools_app.models import OAuthConnection
+
+    primary = vault.primary_key_id()
+    count = 0
+    pending = OAuthConnection.objects.exclude(key_id=primary)
+    for pk, access, refresh in pending.values_list(
+        "pk", "access_ciphertext", "refresh_ciphertext"
+    ).iterator():
+        try:
+            new_access, kid = vault.rotate(access, what="an OAuth access token")
+            new_refresh = vault.rotate(refresh, what="an OAuth refresh token")[0] if refresh else ""
+        except vault.VaultError:
+            continue
+        count += OAuthConnection.objects.filter(
+            pk=pk, access_ciphertext=access, refresh_ciphertext=refresh
+        ).update(access_ciphertext=new_access, refresh_ciphertext=new_refresh, key_id=kid)
     return count

@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app import vault
 from tools_app.audit import Actor, record
+from tools_app.integrations import oauth, vault
 from tools_app.integrations.errors import (
     Conflict,
     InUse,
@@ -397,6 +397,7 @@ def delete_integration(integration: Integration, *, actor: Actor, confirm: bool 
     in_use = published_tools_using(integration.slug)
     if in_use and not confirm:
         raise InUse(integration, in_use)
+    revoked = oauth.revoke(integration, actor=actor) if oauth.spec_of(integration) else ""
     with transaction.atomic():
         slug, type_slug = integration.slug, integration.type_slug
         secrets = sorted(integration.secrets.values_list("field", flat=True))
@@ -405,7 +406,8 @@ def delete_integration(integration: Integration, *, actor: Actor, confirm: bool 
             "integration.delete",
             integration,
             summary=f"deleted {slug} ({type_slug})"
-            + (f"; declared by {', '.join(t.name for t in in_use)}" if in_use else ""),
+            + (f"; declared by {', '.join(t.name for t in in_use)}" if in_use else "")
+            + (f"; {revoked}" if revoked else ""),
             data={
                 "type": type_slug,
                 "secrets_deleted": secrets,

@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from tools_app import strictyaml
 from tools_app.checks import ConsoleWarning, Level, warning_source
 from tools_app.integrations.errors import UnknownType
+from tools_app.integrations.oauth_spec import OAuthSpec, check_oauth
 from tools_app.integrations.validation import (
     FIELD_KEYS,
     FIELD_KINDS,
@@ -31,7 +31,8 @@ from tools_app.integrations.validation import (
     env_problem,
     value_problem,
 )
-from tools_app.strictyaml import Problem
+from tools_app.lib import strictyaml
+from tools_app.lib.strictyaml import Problem
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class IntegrationType:
     test: TestSpec | None = None
     custom: bool = False
     path: str = ""
+    oauth: OAuthSpec | None = None  # integrations/oauth_spec.py
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -153,7 +155,9 @@ def _flag(c: _Checker, m: _Map, key: str, path: str) -> bool:
     return value
 
 
-def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | None:
+def _check_field(
+    c: _Checker, item: Any, index: int, line: int, *, env_required: bool = True
+) -> FieldSpec | None:
     path = f"fields[{index}]"
     if not isinstance(item, _Map):
         c.error(line, path, "must be a mapping with name, env, ...")
@@ -166,7 +170,8 @@ def _check_field(c: _Checker, item: Any, index: int, line: int) -> FieldSpec | N
             f"{path}.name",
             f"{name!r} does not match {FIELD_NAME_RE.pattern}",
         )
-    env = _text(c, item, "env", f"{path}.env", required=True, limit=128)
+    # An OAuth type's fields configure the console; tools get only the access token.
+    env = _text(c, item, "env", f"{path}.env", required=env_required, limit=128)
     if env and (problem := env_problem(env)):
         c.error(item.key_lines["env"], f"{path}.env", problem)
     kind = _text(c, item, "kind", f"{path}.kind", required=False) or "string"
@@ -289,6 +294,10 @@ def _check_test(c: _Checker, m: _Map, fields: Mapping[str, FieldSpec]) -> TestSp
     return TestSpec(url=url, method=method, headers=tuple(headers), body=body, expect=tuple(expect))
 
 
+def envs_of(fields: Mapping[str, FieldSpec]) -> set[str]:
+    return {f.env for f in fields.values() if f.env}
+
+
 def parse_type(
     text: str | bytes, path: str, slug: str
 ) -> tuple[IntegrationType | None, list[Problem]]:
@@ -345,7 +354,7 @@ def parse_type(
     else:
         envs: dict[str, str] = {}
         for index, (item, line) in enumerate(zip(raw_fields, raw_fields.item_lines, strict=True)):
-            spec = _check_field(c, item, index, line)
+            spec = _check_field(c, item, index, line, env_required="oauth" not in data)
             if spec is None or not spec.name:
                 continue
             if spec.name in fields:
@@ -367,6 +376,14 @@ def parse_type(
             c.error(data.key_lines["test"], "test", "a custom type cannot have a test")
         else:
             test = _check_test(c, data, fields)
+    oauth = None
+    if "oauth" in data and custom:
+        c.error(data.key_lines["oauth"], "oauth", "a custom type cannot use OAuth")
+    elif "oauth" in data:
+        kinds = {f.name: (f.kind, f.secret) for f in fields.values()}
+        oauth = check_oauth(c.error, data, kinds)
+        if oauth is not None and oauth.env in envs_of(fields):
+            c.error(data.key_lines["oauth"], "oauth.env", f"{oauth.env} is also a field's env")
     if c.failed:
         return None, c.problems
     return (
@@ -378,6 +395,7 @@ def parse_type(
             test=test,
             custom=custom,
             path=path,
+            oauth=oauth,
         ),
         c.problems,
     )

@@ -11,7 +11,7 @@ from django.views.decorators.debug import sensitive_variables
 from tools_app.integrations.paths import protected_path_problem
 
 # An integration's slug is what tool manifests name it by: one pattern for both.
-from tools_app.toolmd import SLUG_RE
+from tools_app.manifest.toolmd import SLUG_RE
 
 TYPE_SLUG_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 FIELD_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -19,7 +19,7 @@ ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 # An integration field's `kind`.
 FIELD_KINDS = ("string", "url", "path")
 METHODS = ("GET", "HEAD", "POST")
-TYPE_KEYS = ("label", "description", "custom", "fields", "test")
+TYPE_KEYS = ("label", "description", "custom", "fields", "test", "oauth")
 FIELD_KEYS = ("name", "label", "env", "kind", "secret", "required", "default", "help")
 TEST_KEYS = ("method", "url", "headers", "body", "expect")
 
@@ -67,7 +67,7 @@ def value_problem(kind: str, value: str) -> str | None:
     if kind == "url":
         if len(value) > MAX_URL:
             return f"is longer than {MAX_URL} characters"
-        return url_problem(value)
+        return url_problem(value, FIELD_URL_SCHEMES)
     if kind == "path":
         if len(value) > MAX_PATH:
             return f"is longer than {MAX_PATH} characters"
@@ -84,10 +84,19 @@ def value_problem(kind: str, value: str) -> str | None:
 _HOST_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.?")
 
 
-def url_problem(value: str) -> str | None:
-    """http(s) URLs with a host; single-label hosts (http://searxng:8080, a container
-    name) are fine. Credentials in the URL are refused: they belong in a secret field."""
-    example = "must be an http:// or https:// URL, e.g. https://search.example.org"
+HTTP_SCHEMES = ("http", "https")
+# A url field may also hold a WebSocket endpoint (a browser's DevTools URL).
+FIELD_URL_SCHEMES = (*HTTP_SCHEMES, "ws", "wss")
+
+
+def url_problem(value: str, schemes: tuple[str, ...] = HTTP_SCHEMES) -> str | None:
+    """http(s) URLs (or `schemes`) with a host; single-label hosts (http://searxng:8080, a
+    container name) are fine. Credentials in the URL are refused: they belong in a secret
+    field."""
+    example = "must be an http:// or https:// URL"
+    if others := [f"{scheme}://" for scheme in schemes if scheme not in HTTP_SCHEMES]:
+        example += f" (or {' or '.join(others)})"
+    example += ", e.g. https://search.example.org"
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
         return example + " (no spaces)"
     try:
@@ -95,7 +104,7 @@ def url_problem(value: str) -> str | None:
         port = parts.port
     except ValueError:
         return example
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+    if parts.scheme.lower() not in schemes or not parts.netloc:
         return example
     if parts.username is not None or parts.password is not None:
         return "must not contain a user name or password: put credentials in a secret field"

@@ -1,6 +1,7 @@
 from tools_app.models.audit import AuditEvent
 from tools_app.models.egress import EgressException
 from tools_app.models.integrations import Integration, IntegrationSecret
+from tools_app.models.oauth import OAuthConnection, OAuthState
 from tools_app.models.presets import ToolPreset
 from tools_app.models.runs import Run, RunArtifact, RunUpdate
 from tools_app.models.tokens import AgentToken
@@ -13,6 +14,8 @@ __all__ = [
     "EgressException",
     "Integration",
     "IntegrationSecret",
+    "OAuthConnection",
+    "OAuthState",
     "Run",
     "RunArtifact",
     "RunUpdate",

@@ -47,8 +47,8 @@ class Integration(models.Model):
 
 
 class IntegrationSecret(models.Model):
-    """One encrypted secret field (tools_app.vault). Never registered in Django admin, never
-    rendered: pages only say when it was set and by whom."""
+    """One encrypted secret field (tools_app.integrations.vault). Never registered in Django
+    admin, never rendered: pages only say when it was set and by whom."""
 
     integration = models.ForeignKey(Integration, on_delete=models.CASCADE, related_name="secrets")
     field = models.CharField(max_length=64)

@@ -15,8 +15,9 @@ class ToolPresetQuerySet(models.QuerySet):
 
 class ToolPreset(models.Model):
     """An admin's value for one `user-only` input of a tool (docs/tool-format.md). A plain
-    preset keeps its value in `value`; a sensitive one only in `ciphertext` (tools_app.vault),
-    write-only like an integration secret: pages say when it was set and by whom."""
+    preset keeps its value in `value`; a sensitive one only in `ciphertext`
+    (tools_app.integrations.vault), write-only like an integration secret: pages say when it
+    was set and by whom."""
 
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="presets")
     input = models.CharField(max_length=64)

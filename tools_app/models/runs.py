@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from tools_app.progress import Progress
+from tools_app.runs.progress import Progress
 
 
 class RunStatus(models.TextChoices):
@@ -42,7 +42,7 @@ class RunQuerySet(models.QuerySet):
 
     def stale(self, cutoff: datetime) -> RunQuerySet:
         """Running runs whose worker last beat (or, never having beaten, started) before
-        `cutoff`: their worker died (tools_app/runs.py reaps them)."""
+        `cutoff`: their worker died (tools_app/runs/execute.py reaps them)."""
         return self.filter(
             Q(status=RunStatus.RUNNING)
             & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))
@@ -86,7 +86,7 @@ class Run(models.Model):
     isolation_reason = models.CharField(max_length=500, blank=True)
     # Started in a sandbox prepared before the run (tools_app/runner/standby.py).
     spare = models.BooleanField(default=False)
-    # The egress policy the run had (tools_app/egress.py), as shown on the run page.
+    # The egress policy the run had (tools_app/egress/policy.py), as shown on the run page.
     network_policy = models.TextField(blank=True, default="")
     # The System page's egress exceptions when the run was started: the worker applies
     # these (no query of its own), and a later change applies to runs started after it.
@@ -102,7 +102,7 @@ class Run(models.Model):
     timeout = models.FloatField(null=True, blank=True)
     # How long the tool process ran, as the runner measured it.
     duration = models.FloatField(null=True, blank=True)
-    # The latest valid progress the tool sent (tools_app/progress.py), so the run page and
+    # The latest valid progress the tool sent (tools_app/runs/progress.py), so the run page and
     # the API show it without reading the updates; progress_total null: no bar.
     progress = models.FloatField(null=True, blank=True)
     progress_total = models.FloatField(null=True, blank=True)
@@ -158,7 +158,7 @@ class RunUpdate(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="updates")
     seq = models.PositiveIntegerField()
     content = models.JSONField()
-    # The update's own progress/total when the tool sent valid ones (tools_app/progress.py).
+    # The update's own progress/total when the tool sent valid ones (tools_app/runs/progress.py).
     progress = models.FloatField(null=True, blank=True)
     total = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -7,8 +7,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from tools_app.manifest.languages import ENTRY_FILES, LANGUAGES
 from tools_app.models.fields import OrderedJSONField
-from tools_app.toolmd import ENTRY_FILES, LANGUAGES
 
 # The parser's languages (TYPESCRIPT = "typescript"...), then HTTP. HTTP is not a
 # language: kind: http tools run no code, and the list says so rather than the parser's
@@ -79,7 +79,7 @@ class Tool(models.Model):
     published_version = models.ForeignKey(
         "ToolVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # An admin's switch (tools_app/presets.py): runs of versions other than the published
+    # An admin's switch (tools_app/catalog/presets.py): runs of versions other than the published
     # one, started by developers, receive the tool's sensitive presets too. Off: only the
     # published version, admins and `run_tool` get them, as with integrations.
     presets_allow_test_runs = models.BooleanField(

@@ -33,7 +33,7 @@ How each limit is enforced (the limits themselves: docs/runs.md, "Limits"):
   and mount namespace (sandbox.rootless()); RLIMIT_FSIZE caps each file at it in any case.
 - Network: `network: false` gets an empty network namespace; `network: true` under bwrap
   gets its own namespace whose only way out is slirp4netns behind nftables rules of the
-  egress policy (network.py, tools_app/egress.py), set up before any tool code runs, by
+  egress policy (network.py, tools_app/egress/policy.py), set up before any tool code runs, by
   a root worker or, in the run's own user namespace, by a non-root one. IPv6 is not routed.
 - Teardown: a run is final once every process of it is dead (the kernel ends a bwrap
   PID namespace with its first process; the runner kills what its cgroup or the process

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tools_app.toolmd import LANGUAGES
+from tools_app.manifest.languages import LANGUAGES
 
 from . import (
     artifacts,
@@ -340,7 +340,7 @@ class _Execution:
 
     def _write_input_files(self) -> None:
         """The run's `file` inputs, into its work dir (inside the disk quota), readable by
-        the tool's uid. The relative paths were made safe by tools_app/input_files.py.
+        the tool's uid. The relative paths were made safe by tools_app/manifest/input_files.py.
         A cold rootless run mounts its quota only when its sandbox starts: until then the
         files would land under the mount, so they wait for quota.pin."""
         if not self.request.input_files or self.inputs_written:
@@ -591,7 +591,7 @@ class _Execution:
                 continue
             kind = message.get("type")
             if kind == "update" and (content := _valid_content(message.get("content"))) is not None:
-                # Checked where updates are stored (tools_app/progress.py), not here.
+                # Checked where updates are stored (tools_app/runs/progress.py), not here.
                 counts = {k: message[k] for k in ("progress", "total") if k in message}
                 if content or counts:
                     self._update(content, cut=bool(message.get("truncated")), counts=counts)

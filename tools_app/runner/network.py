@@ -1,5 +1,5 @@
 """The network of a `network: true` run: its own namespace, user-mode networking, and the
-egress policy (tools_app/egress.py) as nftables rules inside that namespace.
+egress policy (tools_app/egress/policy.py) as nftables rules inside that namespace.
 
 The gate shell (gate.py) is started by `unshare --net`, so the sandbox is born in a fresh,
 empty network namespace owned by the host's initial user namespace. While the shell waits
@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools_app import egress
+from tools_app.egress import policy as egress_policy
 
 from . import sandbox
 
@@ -63,7 +63,7 @@ SETUP_SECONDS = 10.0
 RESOLV_CONF = Path(__file__).resolve().parent / "resolv.conf"  # nameserver 10.0.2.3 (slirp)
 LOOPBACK4 = ipaddress.ip_network("127.0.0.0/8")
 LOOPBACK_ALL = (LOOPBACK4, ipaddress.ip_network("::1/128"))
-TOOLS = ("slirp4netns", "nft", "nsenter", "unshare", "ip")  # ip: egress.own_addresses
+TOOLS = ("slirp4netns", "nft", "nsenter", "unshare", "ip")  # ip: egress_policy.own_addresses
 UNFILTERED_NOT_ROOT = (
     "Unfiltered: the worker does not run as root and this host does not let it give the "
     "run a user namespace of its own, so the run shared the host's network (no egress "
@@ -109,12 +109,12 @@ class Plan:
     """What a run's network will be: `policy` None means no filtering to set up (no
     network, or unfiltered); `error` means the run must fail before it starts."""
 
-    policy: egress.Policy | None
+    policy: egress_policy.Policy | None
     summary: str
     error: str = ""
 
 
-def plan(network: bool, isolation: str, policy: egress.Policy | None) -> Plan:
+def plan(network: bool, isolation: str, policy: egress_policy.Policy | None) -> Plan:
     if not network:
         return Plan(None, NO_NETWORK)
     if isolation != "bwrap":
@@ -132,8 +132,8 @@ def plan(network: bool, isolation: str, policy: egress.Policy | None) -> Plan:
         )
     if policy is None:
         try:
-            policy = egress.from_environment()
-        except egress.PolicyError as exc:
+            policy = egress_policy.from_environment()
+        except egress_policy.PolicyError as exc:
             return Plan(None, "", f"The egress policy is invalid: {exc}")
     return Plan(policy, f"{policy.summary()}\n{IPV6}")
 
@@ -147,7 +147,7 @@ def gate_prefix(root: Path, disk_bytes: int, *, filtered: bool) -> list[str] | N
     return [_exe("unshare"), "--net", "--"] if filtered else None
 
 
-def _loopback_allows(policy: egress.Policy) -> list[egress.Allow]:
+def _loopback_allows(policy: egress_policy.Policy) -> list[egress_policy.Allow]:
     return [a for a in policy.allows if a.network.version == 4 and a.network.overlaps(LOOPBACK4)]
 
 
@@ -155,7 +155,7 @@ def _elements(networks) -> str:
     return ", ".join(str(n) for n in networks)
 
 
-def ruleset(policy: egress.Policy) -> str:
+def ruleset(policy: egress_policy.Policy) -> str:
     """The nftables rules for one run's namespace (see the module docstring)."""
     accept: list[str] = ['oif "lo" accept']
     nat: list[str] = []
@@ -184,8 +184,8 @@ def ruleset(policy: egress.Policy) -> str:
     accept.append(f"ip daddr {SLIRP_NET} meta l4proto tcp reject with tcp reset")
     accept.append(f"ip daddr {SLIRP_NET} reject with icmpx type admin-prohibited")
     accept += others
-    refused4 = [n for n, _ in egress.REFUSED if n.version == 4]
-    refused6 = [n for n, _ in egress.REFUSED if n.version == 6]
+    refused4 = [n for n, _ in egress_policy.REFUSED if n.version == 4]
+    refused6 = [n for n, _ in egress_policy.REFUSED if n.version == 6]
     # The console host's own addresses, subnets and gateways (its LAN), after the allowed
     # exceptions above, so CONSOLE_TOOL_NETWORK_ALLOW can still name one of them.
     host = [
@@ -195,7 +195,7 @@ def ruleset(policy: egress.Policy) -> str:
     refused4 += [n for n in host if n.version == 4]
     refused6 += [n for n in host if n.version == 6]
     refused6.append(ipaddress.ip_network("::ffff:0:0/96"))  # mapped: judged as IPv4 above
-    refused6.append(egress.NAT64)
+    refused6.append(egress_policy.NAT64)
     lines = ["table inet tool_egress {", "  chain output {"]
     lines.append("    type filter hook output priority 0; policy drop;")
     lines += [f"    {rule}" for rule in accept]
@@ -244,7 +244,7 @@ class Network:
         self.deadline = 0.0
 
     @classmethod
-    def attach(cls, pid: int, policy: egress.Policy, *, rootless: bool = False) -> Network:
+    def attach(cls, pid: int, policy: egress_policy.Policy, *, rootless: bool = False) -> Network:
         """Start setting up the namespace of the waiting gate shell `pid` (`rootless`: in
         the user namespace it owns, which must have its id maps written by now). Raises
         OSError (having cleaned up) if that fails at once."""
@@ -256,7 +256,7 @@ class Network:
             raise
         return net
 
-    def _attach(self, pid: int, policy: egress.Policy, rootless: bool) -> None:
+    def _attach(self, pid: int, policy: egress_policy.Policy, rootless: bool) -> None:
         self.deadline = time.monotonic() + SETUP_SECONDS
         ns = _pin_namespace(pid, self.deadline)
         userns = -1

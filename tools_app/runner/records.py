@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools_app.egress import Policy
+from tools_app.egress.policy import Policy
 
 from .limits import Limits
 
@@ -32,10 +32,10 @@ class RunRequest:
     # Host files or folders the tool may read (an integration's database path, a shared
     # input folder); bound read-only at the same path. Never the console's own files.
     ro_binds: tuple[Path, ...] = ()
-    # Where a network: true run may connect (tools_app/egress.py); None: the policy of
+    # Where a network: true run may connect (tools_app/egress/policy.py); None: the policy of
     # CONSOLE_TOOL_NETWORK_ALLOW alone.
     egress: Policy | None = None
-    # `file` inputs (tools_app/input_files.py): path relative to the work dir -> bytes,
+    # `file` inputs (tools_app/manifest/input_files.py): path relative to the work dir -> bytes,
     # written before the tool starts; the params named in file_params hold those relative
     # paths (or lists of them), made absolute as the tool sees its work dir.
     input_files: dict[str, bytes] = field(default_factory=dict)

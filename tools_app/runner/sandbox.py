@@ -15,7 +15,9 @@ bwrap view of the file system (nothing else of the host is visible):
   fresh /tmp), so they are bound at fixed paths instead.
   /tool = the tool folder (read-only), /home/tool = the fresh work dir (HOME, cwd), with
   /home/tool/output = TOOL_OUTPUT_DIR, /opt/tool-console/harness = the harness (read-only),
-  /opt/tool-console/js = a typescript run's stripped files (read-only, tsstrip.py).
+  /opt/tool-console/js = a typescript run's stripped files (read-only, tsstrip.py),
+  /node_modules/<name> = the console's npm packages tools may import (SHARED_NODE_PACKAGES,
+  read-only; javascript and typescript runs only).
 When the worker is root, tool code runs as CONSOLE_RUNNER_UID (privilege.py), under the
 seccomp filter of seccomp.py.
 
@@ -59,6 +61,12 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - a fresh tmpfs inside the sandbox
 SANDBOX_NODE = "/opt/tool-console/bin/node"
 SANDBOX_VENV = "/opt/tool-console/venv"
 SANDBOX_JS = "/opt/tool-console/js"  # a typescript run's stripped files (tsstrip.py)
+
+# npm packages of the console that JavaScript and TypeScript tools may import (pinned in
+# package.json): each is bound read-only at /node_modules/<name>, where Node's resolution
+# from /tool finds it. Only these, never the whole node_modules (the front-end build's).
+SHARED_NODE_PACKAGES = ("playwright-core",)
+SANDBOX_NODE_MODULES = "/node_modules"
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_PATHS = (
@@ -501,12 +509,24 @@ def bwrap_argv(
     args += _extra_binds(ro_binds, notices if notices is not None else [])
     if language != "bash":
         args += ["--ro-bind", str(HARNESS_DIR), SANDBOX_HARNESS]
+    if language in ("typescript", "javascript"):
+        args += _node_package_binds()
     if stripped is not None:  # read-only: the harness loads it as the tool's code
         args += ["--ro-bind", str(stripped), SANDBOX_JS]
     if resolv_conf is not None:  # filtered egress: DNS through slirp (runner/network.py)
         args += ["--ro-bind", str(resolv_conf), "/etc/resolv.conf"]
     args = privilege.open_parents(args)
     args += ["--chdir", SANDBOX_HOME, "--", *privilege.drop_argv()]
+    return args
+
+
+def _node_package_binds() -> list[str]:
+    """SHARED_NODE_PACKAGES that are installed, read-only at /node_modules/<name>."""
+    args: list[str] = []
+    for name in SHARED_NODE_PACKAGES:
+        package = PROJECT_DIR / "node_modules" / name
+        if (package / "package.json").is_file():
+            args += ["--ro-bind", os.path.realpath(package), f"{SANDBOX_NODE_MODULES}/{name}"]
     return args
 
 

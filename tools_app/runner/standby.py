@@ -39,8 +39,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tools_app import egress
-from tools_app.toolmd import LANGUAGES
+from tools_app.egress import policy as egress_policy
+from tools_app.manifest.languages import LANGUAGES
 
 from . import cgroups, procs, quota, sandbox, seccomp, tsstrip
 from . import network as tool_network
@@ -79,7 +79,7 @@ class Shape:
     command: tuple[str, ...]  # bwrap's and the harness's arguments, for any other change
     # The filtered network's policy, set up when the spare starts (network.py); None: no
     # network or an unfiltered one.
-    egress: egress.Policy | None = None
+    egress: egress_policy.Policy | None = None
 
     @classmethod
     def of(
@@ -89,7 +89,7 @@ class Shape:
         limits: Limits,
         ro_binds,
         folder: Path,
-        policy: egress.Policy | None = None,
+        policy: egress_policy.Policy | None = None,
     ) -> Shape:
         fields = (language, network, limits, tuple(Path(p) for p in ro_binds))
         command = _argv(*fields, _PLACEHOLDER, notices=[], filtered=policy is not None)
@@ -538,7 +538,7 @@ def shape_for(
     limits: Limits,
     ro_binds,
     work_root: Path | None,
-    policy: egress.Policy | None = None,
+    policy: egress_policy.Policy | None = None,
 ) -> Shape | None:
     """The shape of a run that starts in a standby sandbox, or None (bash; no bwrap; no
     interpreter, which the cold path reports)."""

@@ -18,7 +18,7 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
-from tools_app import rendering
+from tools_app.catalog import rendering
 from tools_app.roles import VIEWER, role_required
 
 # Only these pages exist: the URL never names a file. Every docs/*.md is one of them

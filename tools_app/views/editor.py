@@ -1,7 +1,7 @@
 """Changing tools in the browser: create, edit with live validation, versions, diff, roll
 back, publish/unpublish/disable/enable, import and export.
 
-Every state change goes through tools_app.versions (or importer, which uses it), so it is
+Every state change goes through tools_app.catalog.versions (or importer, which uses it), so it is
 validated, atomic and audited the same way as from commands and the API. Views only turn
 requests into those calls and their outcomes into pages."""
 
@@ -19,18 +19,17 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django_htmx.http import trigger_client_event
 
-from tools_app import (
-    bundle,
-    diff,
-    importer,
-    presets,
-    rendering,
-    runs,
-    staticcheck,
-    tool_templates,
-    toolmd,
-)
 from tools_app.audit import Actor, record
+from tools_app.catalog import bundle, diff, importer, presets, rendering, tool_templates
+from tools_app.catalog.versions import (
+    InvalidTool,
+    VersionConflict,
+    publish_version,
+    rollback,
+    save_version,
+    set_enabled,
+    unpublish,
+)
 from tools_app.forms.editor import (
     BaseVersionForm,
     DiffForm,
@@ -42,20 +41,13 @@ from tools_app.forms.editor import (
     initial_files,
 )
 from tools_app.forms.runs import RunForm
+from tools_app.http_tools.context import validation_context
 from tools_app.integrations.policy import secret_access
+from tools_app.manifest import staticcheck, toolmd
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.validation_context import validation_context
-from tools_app.versions import (
-    InvalidTool,
-    VersionConflict,
-    publish_version,
-    rollback,
-    save_version,
-    set_enabled,
-    unpublish,
-)
+from tools_app.runs import execute
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
 from tools_app.views.tools import get_tool_or_404, tool_header
@@ -305,7 +297,7 @@ def _panel_context(
     taken for its successor, which is not (it gets less, never more)."""
     if not bound:
         version = _next_draft(version)
-    manifest = runs.manifest_of(version)
+    manifest = execute.manifest_of(version)
     preset_access = presets.access(version, manifest, user=request.user, via=RunVia.BROWSER)
     withheld = frozenset(w.name for w in preset_access.withheld)
     kwargs = {"manifest": manifest, "preset": preset_access.filled, "withheld": withheld}

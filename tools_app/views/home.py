@@ -11,9 +11,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from tools_app import health
 from tools_app.models import AgentToken, AuditEvent, Integration, Run, ToolVersion
 from tools_app.models.runs import RunVia
+from tools_app.ops import health
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role
 
 RECENT = 5
@@ -85,7 +85,7 @@ def first_steps(user) -> list[Step]:
 
 def system_status() -> dict:
     """The parts of the System page's report a person needs at a glance, from the same
-    checks (tools_app/health.py); the broker's round trip is left to the System page."""
+    checks (tools_app/ops/health.py); the broker's round trip is left to the System page."""
     return {
         "workers": health.workers(),
         "isolation": health.isolation(),

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from tools_app.audit import Actor
 from tools_app.forms.integrations import DeleteForm, IntegrationForm, TestRunsForm
+from tools_app.integrations import oauth
 from tools_app.integrations.connection import connection_test
 from tools_app.integrations.environment import env_preview
 from tools_app.integrations.errors import (
@@ -39,9 +40,9 @@ from tools_app.integrations.service import (
 )
 from tools_app.integrations.types import IntegrationType, get_type, integration_types
 from tools_app.integrations.validation import slug_problem
+from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import AuditEvent, Integration, Tool
 from tools_app.roles import ADMIN, VIEWER, has_role, role_required
-from tools_app.toolmd import NAME_RE
 from tools_app.views.htmx import HtmxHttpRequest
 
 
@@ -176,6 +177,8 @@ def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             "tools": [{"tool": t, "published": t.pk in published} for t in tools],
             "events": events,
             "preview": env_preview([slug])[0],
+            "oauth": oauth.health(integration),
+            "redirect_uri": oauth.redirect_uri(),
         },
     )
 

@@ -1,6 +1,6 @@
 """The OpenAPI import page (tools/-/import-openapi/): read a document (upload or paste),
 choose its operations, create draft kind: http tools. Every outcome goes through
-tools_app/openapi_import.py, as the `import_openapi` command does; bad documents are
+tools_app/http_tools/openapi/plan.py, as the `import_openapi` command does; bad documents are
 clear errors on the page (400), refused imports list why (422), never a 500."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from tools_app import openapi_import
 from tools_app.audit import Actor
 from tools_app.forms.openapi import (
     OpenApiChooseForm,
@@ -20,7 +19,8 @@ from tools_app.forms.openapi import (
     decode_source,
     encode_source,
 )
-from tools_app.openapi_import import ImportRefused, OpenApiError
+from tools_app.http_tools.openapi import plan
+from tools_app.http_tools.openapi.plan import ImportRefused, OpenApiError
 from tools_app.roles import DEVELOPER, role_required
 
 TEMPLATE = "editor/openapi_import.html"
@@ -53,14 +53,12 @@ class Preview:
 
 def _preview(document: dict[str, Any], prefix: str, server: str, origin: str) -> list[Preview]:
     rows = []
-    for op in openapi_import.operations(document):
+    for op in plan.operations(document):
         warnings: tuple[str, ...] = ()
         try:
-            draft = openapi_import.plan(
-                document, [op.key], prefix=prefix, server=server, origin=origin
-            )[0]
+            draft = plan.plan(document, [op.key], prefix=prefix, server=server, origin=origin)[0]
             status = "skipped" if draft.skipped else "created"
-            name, detail = draft.name, openapi_import.describe(draft)
+            name, detail = draft.name, plan.describe(draft)
             warnings = tuple(draft.warnings)
         except ImportRefused as exc:
             line = exc.lines[0]
@@ -86,7 +84,7 @@ def openapi_import_page(request: HttpRequest) -> HttpResponse:
     server = form.cleaned_data.get("server") or ""
     try:
         data, origin = form.document_bytes()
-        document = openapi_import.parse_document(data)
+        document = plan.parse_document(data)
         preview = _preview(document, prefix, server, origin)
     except OpenApiError as exc:
         form.add_error(None, f"Refused, nothing imported: {exc}.")
@@ -109,8 +107,8 @@ def _choose(request: HttpRequest) -> HttpResponse:
     try:
         if source is None:
             raise OpenApiError("the document sent back is damaged: read it again")
-        document = openapi_import.parse_document(source)
-        choices = [(op.key, op.key) for op in openapi_import.operations(document)]
+        document = plan.parse_document(source)
+        choices = [(op.key, op.key) for op in plan.operations(document)]
     except OpenApiError as exc:
         context["error"] = f"Refused, nothing imported: {exc}."
         return render(request, TEMPLATE, context, status=400)
@@ -123,13 +121,11 @@ def _choose(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     origin = data["origin"]
     try:
-        drafts = openapi_import.plan(
+        drafts = plan.plan(
             document, data["operations"], prefix=data["prefix"], server=data["server"],
             origin=origin,
         )  # fmt: skip
-        lines = openapi_import.import_drafts(
-            drafts, actor=Actor.from_request(request), origin=origin
-        )
+        lines = plan.import_drafts(drafts, actor=Actor.from_request(request), origin=origin)
     except ImportRefused as exc:
         context.update(refused=exc.lines, origin=origin)
         return render(request, TEMPLATE, context, status=422)

@@ -1,6 +1,6 @@
 """A tool's presets for its user-only inputs (admins) and its response samples
 (developers): keeping a run's response, or pasting a documented one (docs/http-tools.md, "Samples").
-State changes go through tools_app.presets and tools_app.versions."""
+State changes go through tools_app.catalog.presets and tools_app.catalog.versions."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from tools_app import presets, runs
 from tools_app.audit import Actor
+from tools_app.catalog import presets
+from tools_app.catalog.versions import InvalidTool, VersionConflict, add_sample
 from tools_app.forms.presets import (
     ClearPresetForm,
     DocumentedSampleForm,
     PresetForm,
     PresetTestRunsForm,
 )
-from tools_app.httpchecks import read_samples
+from tools_app.http_tools.checks import read_samples
 from tools_app.models import Run, Tool, ToolPreset, ToolVersion
 from tools_app.models.runs import RunStatus
 from tools_app.roles import ADMIN, DEVELOPER, role_required
-from tools_app.versions import InvalidTool, VersionConflict, add_sample
+from tools_app.runs import execute
 from tools_app.views.tools import get_tool_or_404
 
 
@@ -37,7 +38,7 @@ def _latest(tool: Tool) -> ToolVersion:
 @role_required(ADMIN)
 def tool_presets(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
-    manifest = runs.manifest_of(_latest(tool))
+    manifest = execute.manifest_of(_latest(tool))
     inputs = presets.presettable(manifest)
     form = PresetForm(request.POST or None, inputs=inputs)
     if request.method == "POST" and form.is_valid():
@@ -82,7 +83,7 @@ def tool_preset_clear(request: HttpRequest, name: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(ADMIN)
 def tool_preset_test_runs(request: HttpRequest, name: str) -> HttpResponse:
-    """Switch "allow test runs with sensitive presets" (tools_app/presets.py): GET asks
+    """Switch "allow test runs with sensitive presets" (tools_app/catalog/presets.py): GET asks
     (?allow=on to allow), the confirm page's POST acts."""
     tool = get_tool_or_404(name)
     back = reverse("tool_presets", args=[tool.name])

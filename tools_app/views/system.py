@@ -1,4 +1,4 @@
-"""The System page (admins only): the health report people read (tools_app/health.py)."""
+"""The System page (admins only): the health report people read (tools_app/ops/health.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
-from tools_app import egress, egress_config, health
 from tools_app.audit import Actor, record
+from tools_app.egress import config
+from tools_app.egress import policy as egress_policy
 from tools_app.forms.egress import EgressExceptionForm
 from tools_app.models import EgressException
+from tools_app.ops import health
 from tools_app.roles import ADMIN, role_required
 
 
@@ -30,8 +32,8 @@ def system(request: HttpRequest) -> HttpResponse:
 def _system_page(request: HttpRequest, form: EgressExceptionForm, status: int = 200):
     report = health.report()
     try:
-        policy = egress_config.console_policy().summary()
-    except egress.PolicyError as exc:
+        policy = config.console_policy().summary()
+    except egress_policy.PolicyError as exc:
         policy = f"The egress policy is invalid: {exc}"
     context = {
         "report": report,

@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from tools_app import presets, rendering, schema, toolmd
+from tools_app.catalog import presets, rendering
 from tools_app.forms.tools import ToolFilterForm
 from tools_app.integrations.policy import secret_access
+from tools_app.manifest import schema, toolmd
 from tools_app.models import Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
@@ -92,7 +93,7 @@ TABS = (
     ("Versions", "tool_versions"),
     ("Registry", "tool_registry"),
 )
-# The registry formats the switcher offers, with their labels (tools_app.schema.FORMATS).
+# The registry formats the switcher offers, with their labels (tools_app.manifest.schema.FORMATS).
 REGISTRY_FORMATS = {
     "native": "Native",
     "openai": "OpenAI",

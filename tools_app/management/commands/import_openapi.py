@@ -14,9 +14,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tools_app import openapi_import
 from tools_app.audit import Actor
-from tools_app.openapi_import import MAX_DOCUMENT, OpenApiError
+from tools_app.http_tools.openapi import plan
+from tools_app.http_tools.openapi.plan import MAX_DOCUMENT, OpenApiError
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
     ) -> None:  # fmt: skip
         data, origin = self._read(source)
         try:
-            lines = openapi_import.import_document(
+            lines = plan.import_document(
                 data,
                 operations,
                 actor=Actor.system(),
@@ -55,7 +55,7 @@ class Command(BaseCommand):
             )
         except OpenApiError as exc:
             raise CommandError(f"{source}: {exc}; nothing imported", returncode=1) from None
-        except openapi_import.ImportRefused as exc:
+        except plan.ImportRefused as exc:
             for line in exc.lines:
                 self.stdout.write(str(line))
             raise CommandError(str(exc), returncode=1) from None
@@ -81,6 +81,6 @@ class Command(BaseCommand):
 
     def _fetch(self, url: str) -> bytes:
         try:
-            return openapi_import.fetch_document(url)
+            return plan.fetch_document(url)
         except OpenApiError as exc:
             raise CommandError(str(exc), returncode=1) from None

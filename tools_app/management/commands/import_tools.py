@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tools_app import importer
 from tools_app.audit import Actor
+from tools_app.catalog import importer
 
 
 class Command(BaseCommand):

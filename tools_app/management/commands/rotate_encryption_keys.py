@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tools_app import vault
+from tools_app.integrations import vault
 from tools_app.integrations.errors import RotationError
 from tools_app.integrations.rotation import rotate_keys
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tools_app import runs
 from tools_app.audit import Actor
+from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
-from tools_app.toolmd import NAME_RE
+from tools_app.runs import execute
 
 MAX_TIMEOUT = 24 * 3600
 
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
             raise CommandError(f"--timeout must be between 0 and {MAX_TIMEOUT} s", returncode=2)
         try:
-            run = runs.start_run(
+            run = execute.start_run(
                 version,
                 params,
                 actor=Actor.system(),
@@ -71,7 +71,7 @@ class Command(BaseCommand):
                 timeout=timeout,
                 enqueue=False,
             )
-        except runs.InvalidParams as exc:
+        except execute.InvalidParams as exc:
             for error in exc.errors:
                 self.stderr.write(f"params: {error}")
             raise CommandError(
@@ -79,7 +79,7 @@ class Command(BaseCommand):
             ) from None
 
         self.stderr.write(f"run {run.pk}: {version.tool.name} v{version.number} started")
-        finished = runs.execute_run(run.pk, on_progress=self._progress)
+        finished = execute.execute_run(run.pk, on_progress=self._progress)
         if finished is None:  # someone cancelled it between start and claim
             run.refresh_from_db()
             finished = run

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tools_app.sync import sync_tools
+from tools_app.catalog.sync import sync_tools
 
 
 class Command(BaseCommand):

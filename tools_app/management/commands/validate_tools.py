@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tools_app.toolmd import scan
-from tools_app.validation_context import validation_context
+from tools_app.http_tools.context import validation_context
+from tools_app.manifest.toolmd import scan
 
 
 class Command(BaseCommand):

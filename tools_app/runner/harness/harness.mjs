@@ -160,7 +160,7 @@ function fail(message) {
 }
 
 // A progress or total as it goes on the pipe: a finite number as it is, anything else as
-// the name of its kind, which the console names in a notice (tools_app/progress.py).
+// the name of its kind, which the console names in a notice (tools_app/runs/progress.py).
 // Never an error: a bad count must not fail the run.
 function count(value) {
   if (typeof value === "number") return Number.isFinite(value) ? value : String(value);

@@ -85,7 +85,7 @@ def _problem(value: object, what: str) -> str | None:
 
 def _count(value: object) -> object:
     """A progress or total as it goes on the pipe: a finite number as it is, anything else
-    as the name of its kind, which the console names in a notice (tools_app/progress.py).
+    as the name of its kind, which the console names in a notice (tools_app/runs/progress.py).
     Never an error: a bad count must not fail the run."""
     if isinstance(value, bool):
         return "boolean"

@@ -1,0 +1,107 @@
+"""The OAuth tests' authorization server: tests/oauth_server (django-oauth-toolkit) as a
+subprocess on 127.0.0.1:<free port>, its own SQLite file in tmp; and helpers to act as
+its user with requests."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+PUBLIC_URL = "https://console.test"
+REDIRECT_URI = f"{PUBLIC_URL}/integrations/oauth/callback/"
+
+
+@dataclass
+class OAuthServer:
+    url: str
+    port: int
+    client_id: str
+    client_secret: str
+
+    def counts(self) -> dict[str, int]:
+        return requests.get(f"{self.url}/counts/", timeout=10).json()
+
+    def echo(self, token: str) -> requests.Response:
+        return requests.get(
+            f"{self.url}/api/echo/", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        )
+
+    def user(self, name: str = "alice") -> requests.Session:
+        """A browser of the provider's user, logged in."""
+        session = requests.Session()
+        answer = session.post(
+            f"{self.url}/login/", data={"username": name, "password": "pw"}, timeout=10
+        )
+        assert answer.status_code == 200, answer.text
+        return session
+
+    def consent(self, session: requests.Session, authorize_url: str) -> str:
+        """Follow the console's authorize redirect as the user; returns where the provider
+        sends the browser back (the console's callback URL with code and state)."""
+        answer = session.get(authorize_url, allow_redirects=False, timeout=10)
+        assert answer.status_code == 302, answer.text[:500]
+        return answer.headers["Location"]
+
+    def revoke(self, token: str) -> None:
+        answer = requests.post(
+            f"{self.url}/o/revoke_token/",
+            data={"token": token, "client_id": self.client_id, "client_secret": self.client_secret},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def oauth_server(tmp_path_factory) -> Iterator[OAuthServer]:
+    port = _free_port()
+    secret = secrets.token_urlsafe(24)
+    env = {
+        **os.environ,
+        "OAUTH_SERVER_DB": str(tmp_path_factory.mktemp("oauth") / "server.sqlite3"),
+        "OAUTH_REDIRECT_URI": REDIRECT_URI,
+        "OAUTH_CLIENT_SECRET": secret,
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.oauth_server.serve", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        assert line.startswith("ready "), f"the OAuth test server did not start: {line!r}"
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{url}/counts/", timeout=2)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield OAuthServer(url, port, line.split()[1], secret)
+    finally:
+        process.terminate()
+        process.wait(10)

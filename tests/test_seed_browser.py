@@ -1,0 +1,329 @@
+"""The seed `browser` tool (seed/tools/browser) through the real worker and sandbox, against
+a real Chromium started here with a remote debugging port and a local page server.
+
+The tool reaches the browser only because the `browser` integration names its endpoint
+(the egress policy opens exactly that host and port); Chromium, outside the sandbox, loads
+the pages from the page server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+from worker_fixtures import wait_for_run
+
+from tests.conftest import require
+from tools_app.audit import Actor
+from tools_app.catalog import bundle
+from tools_app.catalog.versions import save_version
+from tools_app.integrations.service import create_integration
+from tools_app.models import Run, Tool
+from tools_app.models.runs import FINISHED, RunStatus, RunVia
+from tools_app.runs import execute
+
+SEED = Path(__file__).resolve().parents[1] / "seed" / "tools"
+CHROMIUM = "/usr/bin/chromium"
+AUTH = "Authorization: Bearer cdp-relay-s3cr3t-7c1e"  # distinctive: must never be shown
+SECRET = "cdp-relay-s3cr3t-7c1e"
+
+FORM_HTML = """<!doctype html>
+<html><head><title>Sign up</title></head><body>
+<h1>Sign up</h1>
+<form onsubmit="return false">
+<label>Name <input id="name"></label>
+<label>Plan <select id="plan"><option value="free">Free</option>
+<option value="pro">Pro</option></select></label>
+<button type="button" onclick="document.getElementById('out').textContent =
+  'Welcome ' + document.getElementById('name').value + ' on ' +
+  document.getElementById('plan').value">Create account</button>
+</form>
+<p id="out"></p>
+<button type="button" onclick="this.remove()">Vanish</button>
+</body></html>
+"""
+OTHER_HTML = "<!doctype html><title>Other</title><h1>Other page</h1><a href='/form'>Back</a>"
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+class Pages:
+    """The local page server; /hang sends headers and never finishes the body."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        release = self.release
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/hang":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", "100000")
+                    self.end_headers()
+                    self.wfile.write(b"<!doctype html><title>Hanging</title><p>loading")
+                    self.wfile.flush()
+                    release.wait(60)
+                    return
+                body = {"/form": FORM_HTML, "/other": OTHER_HTML}.get(self.path)
+                data = (body or "<h1>Not found</h1>").encode()
+                self.send_response(200 if body else 404)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@dataclass
+class Chromium:
+    proc: subprocess.Popen
+    port: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _start_chromium(profile: Path) -> Chromium:
+    args = [CHROMIUM, "--headless=new", "--remote-debugging-port=0", f"--user-data-dir={profile}"]
+    args += ["--no-first-run", "--no-default-browser-check", "--disable-gpu"]
+    if os.geteuid() == 0:
+        args.append("--no-sandbox")  # Chromium refuses to run as root with its own sandbox
+    proc = subprocess.Popen(
+        [*args, "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if port_file.is_file() and (lines := port_file.read_text().splitlines()):
+            return Chromium(proc, int(lines[0]))
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode}")
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("chromium wrote no DevToolsActivePort within 60 s")
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory) -> Iterator[Chromium]:
+    require(not os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing (apt-get install chromium)")
+    require(shutil.which("bwrap") is None, "bubblewrap is missing (apt-get install bubblewrap)")
+    browser = _start_chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield browser
+    os.killpg(browser.proc.pid, 15)
+    browser.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[Pages]:
+    server = Pages()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def browser_tool(worker, chromium) -> Tool:
+    create_integration(
+        "browser",
+        "browser",
+        actor=Actor.system(),
+        values={"endpoint": chromium.endpoint},
+        secrets={"auth_header": AUTH},
+    )
+    save_version("browser", bundle.read_tool_dir(SEED / "browser"), actor=Actor.system(),
+                 publish=True)  # fmt: skip
+    return Tool.objects.get(name="browser")
+
+
+def start(tool: Tool, params: dict) -> Run:
+    return execute.start_run(tool.published_version, params, actor=Actor.system(), via=RunVia.API)
+
+
+def call(tool: Tool, params: dict, worker) -> Run:
+    return wait_for_run(start(tool, params).pk, FINISHED, timeout=120, worker=worker)
+
+
+def text(run: Run) -> str:
+    return "\n".join(item["text"] for item in run.result["content"])
+
+
+def ok(tool: Tool, params: dict, worker) -> str:
+    run = call(tool, params, worker)
+    assert run.status == RunStatus.SUCCEEDED, (run.result, run.stderr_tail, run.notices)
+    assert run.isolation == "bwrap"
+    return text(run)
+
+
+def ref_of(snapshot: str, line_part: str) -> str:
+    line = next(ln for ln in snapshot.splitlines() if line_part in ln)
+    return line.split("[ref=")[1].split("]")[0]
+
+
+def test_it_navigates_snapshots_clicks_types_and_reads_the_result(browser_tool, pages, worker):
+    assert "Navigated tab" in ok(browser_tool, {"action": "navigate", "url": f"{pages.base}/form"},
+                                 worker)  # fmt: skip
+    snapshot = ok(browser_tool, {"action": "snapshot"}, worker)
+    assert '"Sign up"' in snapshot and 'heading "Sign up" [level=1]' in snapshot
+    name, plan = ref_of(snapshot, 'textbox "Name"'), ref_of(snapshot, 'combobox "Plan"')
+    button = ref_of(snapshot, 'button "Create account"')
+
+    assert "Typed 12 characters" in ok(browser_tool, {"action": "type", "ref": name,
+                                                      "text": "Ada Lovelace"}, worker)  # fmt: skip
+    assert '"pro"' in ok(browser_tool, {"action": "select", "ref": plan, "values": ["Pro"]}, worker)
+    assert f"Clicked {button}" in ok(browser_tool, {"action": "click", "ref": button}, worker)
+    read = ok(browser_tool, {"action": "extract_text", "selector": "#out"}, worker)
+    assert read.endswith("Welcome Ada Lovelace on pro")
+    waited = ok(browser_tool, {"action": "wait_for", "text": "Welcome Ada"}, worker)
+    assert "is visible" in waited
+
+    # Scoped and paginated, with an explicit marker and the whole snapshot as an artifact.
+    scoped = ok(browser_tool, {"action": "snapshot", "selector": "form"}, worker)
+    assert "Sign up" not in scoped.split("\n", 1)[1] and 'button "Create account"' in scoped
+    run = call(browser_tool, {"action": "snapshot", "max_chars": 200}, worker)
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert "[truncated: page 1 of " in text(run) and "call again with page=2" in text(run)
+    assert run.artifacts.filter(name="snapshot.txt").exists()
+
+
+def test_it_saves_a_screenshot_as_a_png_artifact(browser_tool, pages, worker):
+    ok(browser_tool, {"action": "navigate", "url": f"{pages.base}/form"}, worker)
+    run = call(browser_tool, {"action": "screenshot"}, worker)
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert "as the run artifact screenshot-tab" in text(run) and " px, " in text(run)
+    artifact = run.artifacts.get(name__endswith=".png")
+    with execute.open_artifact(artifact) as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_it_refuses_a_ref_from_an_older_snapshot(browser_tool, pages, worker):
+    ok(browser_tool, {"action": "navigate", "url": f"{pages.base}/form"}, worker)
+    first = ok(browser_tool, {"action": "snapshot"}, worker)
+    vanish = ref_of(first, 'button "Vanish"')
+    name = ref_of(first, 'textbox "Name"')
+    ok(browser_tool, {"action": "click", "ref": vanish}, worker)
+    second = ok(browser_tool, {"action": "snapshot"}, worker)
+    assert ref_of(second, 'textbox "Name"') == name  # an element keeps its ref
+
+    run = call(browser_tool, {"action": "click", "ref": vanish}, worker)
+    assert run.status == RunStatus.FAILED
+    assert text(run).startswith("Error: stale ref: take a new snapshot")
+    # A new document: every earlier ref is stale.
+    ok(browser_tool, {"action": "navigate", "url": f"{pages.base}/other"}, worker)
+    run = call(browser_tool, {"action": "type", "ref": name, "text": "x"}, worker)
+    assert run.status == RunStatus.FAILED and "stale ref: take a new snapshot" in text(run)
+
+
+def test_it_keeps_evaluate_off_unless_the_integration_allows_it(browser_tool, pages, worker):
+    run = call(browser_tool, {"action": "evaluate", "expression": "1 + 1"}, worker)
+    assert run.status == RunStatus.FAILED and "evaluate is off" in text(run)
+
+
+def tab_index(listing: str, title: str) -> int:
+    line = next(ln for ln in listing.splitlines() if f': "{title}"' in ln)
+    return int(line.split("tab ")[1].split(":")[0])
+
+
+def test_it_lists_opens_and_switches_tabs(browser_tool, pages, worker):
+    ok(browser_tool, {"action": "navigate", "url": f"{pages.base}/form"}, worker)
+    opened = ok(browser_tool, {"action": "tabs", "tab_action": "open",
+                               "url": f"{pages.base}/other"}, worker)  # fmt: skip
+    assert any(ln.startswith("* tab") and '"Other"' in ln for ln in opened.splitlines())
+    assert "Other page" in ok(browser_tool, {"action": "extract_text"}, worker)
+    # Indices hold between calls (each call is a new connection).
+    assert (
+        ok(browser_tool, {"action": "tabs"}, worker).split("\n", 1)[1] == opened.split("\n", 1)[1]
+    )
+    form = tab_index(opened, "Sign up")
+    switched = ok(browser_tool, {"action": "tabs", "tab_action": "switch", "tab": form}, worker)
+    assert f'* tab {form}: "Sign up"' in switched
+    assert "Sign up" in ok(browser_tool, {"action": "extract_text"}, worker)
+    closed = ok(browser_tool, {"action": "tabs", "tab_action": "close",
+                               "tab": tab_index(opened, "Other")}, worker)  # fmt: skip
+    assert '"Other"' not in closed and '"Sign up"' in closed
+
+
+def test_cancel_stops_a_navigation_that_never_finishes(browser_tool, pages, worker):
+    run = start(browser_tool, {"action": "navigate", "url": f"{pages.base}/hang", "timeout": 100})
+    deadline = time.monotonic() + 60
+    while not run.updates.filter(content__icontains="navigating to").exists():
+        assert time.monotonic() < deadline, Run.objects.get(pk=run.pk).result
+        time.sleep(0.1)
+    assert execute.cancel_run(Run.objects.get(pk=run.pk), Actor.system())
+    run = wait_for_run(run.pk, FINISHED, timeout=60, worker=worker)
+    assert run.status == RunStatus.CANCELLED
+    # The browser is still usable.
+    assert "Navigated tab" in ok(browser_tool, {"action": "navigate",
+                                                "url": f"{pages.base}/other"}, worker)  # fmt: skip
+
+
+def test_egress_refuses_a_cdp_host_the_integration_does_not_name(worker, chromium, tmp_path):
+    # The integration names another port: the real browser's port is not reachable.
+    other = _start_chromium(tmp_path / "other-profile")
+    try:
+        create_integration("browser", "browser", actor=Actor.system(),
+                           values={"endpoint": other.endpoint})  # fmt: skip
+        files = bundle.read_tool_dir(SEED / "browser")
+        # The tool as shipped, but pointed at the first browser by a hard-coded endpoint.
+        source = (
+            files["index.ts"]
+            .decode()
+            .replace("str(process.env.BROWSER_CDP_URL)", json.dumps(chromium.endpoint))
+        )
+        files["index.ts"] = source.encode()
+        save_version("browser", files, actor=Actor.system(), publish=True)
+        tool = Tool.objects.get(name="browser")
+        run = call(tool, {"action": "tabs"}, worker)
+        assert run.status == RunStatus.FAILED
+        assert "Error: could not connect to the browser at 127.0.0.1:" in text(run)
+        # The endpoint the integration names is reachable.
+        files["index.ts"] = source.replace(
+            json.dumps(chromium.endpoint), json.dumps(other.endpoint)
+        ).encode()
+        save_version("browser", files, actor=Actor.system(), publish=True)
+        assert "Tabs (* is the current one)" in ok(Tool.objects.get(name="browser"),
+                                                   {"action": "tabs"}, worker)  # fmt: skip
+    finally:
+        os.killpg(other.proc.pid, 15)
+        other.proc.wait(timeout=30)
+
+
+def test_the_auth_header_never_appears_in_run_records_or_pages(
+    browser_tool, pages, worker, console_admin_client
+):
+    run = call(browser_tool, {"action": "navigate", "url": f"{pages.base}/form"}, worker)
+    failed = call(browser_tool, {"action": "click", "ref": "e999"}, worker)
+    for one in (run, failed):
+        record = json.dumps(
+            [one.result, one.stderr_tail, one.notices, list(one.updates.values_list("content"))]
+        )
+        assert SECRET not in record
+        page = console_admin_client.get(reverse("run", args=[one.pk]))
+        assert page.status_code == 200 and SECRET not in page.content.decode()
+    integration_page = console_admin_client.get(reverse("integrations"))
+    assert integration_page.status_code == 200 and SECRET not in integration_page.content.decode()

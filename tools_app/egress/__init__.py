@@ -1,0 +1,2 @@
+"""Outbound network: the egress policy, its configuration, the pinned transport and the
+console's own HTTP client."""

@@ -1,0 +1,1 @@
+"""`kind: http` tools: their checks, their execution and the OpenAPI import."""

@@ -1,0 +1,1 @@
+"""Operations: health, the worker heartbeat, the embedded broker and the state folder."""
