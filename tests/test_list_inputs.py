@@ -7,7 +7,7 @@ import pytest
 
 from tools_app.catalog import presets
 from tools_app.lib import listinput
-from tools_app.manifest.toolmd import InputSpec
+from tools_app.manifest.inputs import InputSpec
 
 
 def test_it_names_the_line_as_the_person_sees_it():

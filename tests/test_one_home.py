@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import tools_app.integrations
 from tools_app.integrations import types, validation
 from tools_app.manifest import languages, toolmd
@@ -43,6 +45,22 @@ def test_it_takes_every_list_of_languages_from_the_parser():
 def test_it_has_one_pattern_for_integration_slugs():
     assert validation.SLUG_RE is toolmd.SLUG_RE
     assert definitions("SLUG_RE") == ["manifest/toolmd.py"]
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Checker", "manifest/document.py"),
+        ("InputSpec", "manifest/inputs.py"),
+        ("MAX_VERSION", "manifest/limits.py"),
+        ("entry_problems", "manifest/entry.py"),
+        ("Manifest", "manifest/toolmd.py"),
+        ("check_request", "http_tools/spec.py"),
+        ("TEMPLATE_RE", "http_tools/spec.py"),
+    ],
+)
+def test_it_defines_each_part_of_the_toolmd_parser_in_its_module(name, home):
+    assert definitions(name) == [home]
 
 
 def test_it_declares_the_htmx_request_type_once():

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import REPO, require
 from tools_app.forms.runs import RawParamsForm, raw_schema
 from tools_app.manifest import schema
-from tools_app.manifest.toolmd import ARRAY_TYPES, INPUT_TYPES, InputSpec, Manifest
+from tools_app.manifest.inputs import ARRAY_TYPES, INPUT_TYPES, InputSpec
+from tools_app.manifest.toolmd import Manifest
 from tools_app.models import ToolPreset
 
 CHECK = REPO / "static" / "src" / "params-check.js"

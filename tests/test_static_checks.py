@@ -15,7 +15,8 @@ from tests.conftest import REPO, tool_files
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.http_tools.context import validation_context
-from tools_app.manifest import staticcheck, toolmd
+from tools_app.lib import strictyaml
+from tools_app.manifest import languages, staticcheck, toolmd
 from tools_app.models import Integration
 
 FULL_BODY = (
@@ -24,7 +25,7 @@ FULL_BODY = (
 )
 
 
-def _warnings(language: str, source: str, **kw) -> list[toolmd.Problem]:
+def _warnings(language: str, source: str, **kw) -> list[strictyaml.Problem]:
     kw.setdefault("body", FULL_BODY)
     files = tool_files("alpha", language, source=source, **kw)
     result = toolmd.validate_files(files, "alpha", context=validation_context())
@@ -34,7 +35,7 @@ def _warnings(language: str, source: str, **kw) -> list[toolmd.Problem]:
     return problems
 
 
-def _keys(problems: list[toolmd.Problem]) -> list[tuple[str, int]]:
+def _keys(problems: list[strictyaml.Problem]) -> list[tuple[str, int]]:
     return [(p.key, p.line) for p in problems]
 
 
@@ -56,9 +57,9 @@ def test_env_vars_no_integration_provides_are_reported(db, language):
     assert [p.message.split()[3] if language != "bash" else p.message for p in env]
     names = {var for p in env for var in ("API_TOKEN", "OTHER_KEY") if var in p.message}
     assert names == {"API_TOKEN", "OTHER_KEY"}
-    assert all(p.path == f"alpha/{toolmd.ENTRY_FILES[language][0]}" for p in env)
+    assert all(p.path == f"alpha/{languages.ENTRY_FILES[language][0]}" for p in env)
     assert "no declared integration provides (integrations: none)" in env[0].message
-    assert str(env[0]).startswith(f"alpha/{toolmd.ENTRY_FILES[language][0]}:")
+    assert str(env[0]).startswith(f"alpha/{languages.ENTRY_FILES[language][0]}:")
 
 
 def test_the_line_of_the_read_is_reported(db):

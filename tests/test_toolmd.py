@@ -10,14 +10,13 @@ import pytest
 
 from tools_app.catalog.bundle import MAX_FILE_BYTES
 from tools_app.http_tools.checks import ValidationContext
+from tools_app.lib.strictyaml import Problem
+from tools_app.manifest.inputs import InputSpec
+from tools_app.manifest.languages import ENTRY_FILES
+from tools_app.manifest.limits import MAX_FRONTMATTER, MAX_TOOLMD
 from tools_app.manifest.toolmd import (
-    ENTRY_FILES,
-    MAX_FRONTMATTER,
-    MAX_TOOLMD,
-    InputSpec,
     Manifest,
     ParseResult,
-    Problem,
     parse_toolmd,
     scan,
     set_frontmatter_version,

@@ -11,14 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from tools_app.manifest.inputs import INPUT_TYPES
+from tools_app.manifest.languages import LANGUAGES
 from tools_app.manifest.schema import input_schema, tool_entry, validate_params
-from tools_app.manifest.toolmd import (
-    INPUT_TYPES,
-    LANGUAGES,
-    ParseResult,
-    parse_toolmd,
-    set_frontmatter_version,
-)
+from tools_app.manifest.toolmd import ParseResult, parse_toolmd, set_frontmatter_version
 
 FUZZ = settings(
     max_examples=200,

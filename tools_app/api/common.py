@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.urls import reverse
 
 from tools_app.api.errors import ApiError, shown
-from tools_app.manifest.toolmd import MAX_VERSION, NAME_RE
+from tools_app.manifest.limits import MAX_VERSION
+from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import Tool, ToolVersion
 
 __all__ = ["MAX_VERSION", "bundle_url", "visible_tool", "visible_version"]

@@ -24,7 +24,7 @@ from tools_app.api.errors import ApiError
 from tools_app.api.limits import MAX_PARAMS_BYTES, capped_body, params_size, too_large
 from tools_app.api.schemas import ErrorOut
 from tools_app.audit import Actor
-from tools_app.manifest.toolmd import MAX_VERSION
+from tools_app.manifest.limits import MAX_VERSION
 from tools_app.models import Run, RunArtifact, RunUpdate
 from tools_app.models.runs import FINISHED, RunVia
 from tools_app.models.tokens import Scope

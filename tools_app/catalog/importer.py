@@ -33,6 +33,7 @@ from tools_app.catalog import bundle
 from tools_app.catalog.versions import publish_version, save_version
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
+from tools_app.lib import strictyaml
 from tools_app.manifest import toolmd
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
@@ -56,11 +57,11 @@ class ToolImport:
 
     folder: str
     files: dict[str, bytes]
-    problems: list[toolmd.Problem] = field(default_factory=list)
+    problems: list[strictyaml.Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not any(p.severity == toolmd.ERROR for p in self.problems)
+        return not any(p.severity == strictyaml.ERROR for p in self.problems)
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,7 @@ def read_dir(path: Path) -> list[ToolImport]:
         try:
             tools.append(ToolImport(folder.name, bundle.read_tool_dir(folder)))
         except (bundle.BundleError, OSError) as exc:
-            problem = toolmd.Problem(f"{folder.name}/TOOL.md", 1, "files", str(exc))
+            problem = strictyaml.Problem(f"{folder.name}/TOOL.md", 1, "files", str(exc))
             tools.append(ToolImport(folder.name, {}, [problem]))
     return tools
 
@@ -312,7 +313,7 @@ def validate(tools: list[ToolImport], context: ValidationContext) -> list[ToolIm
         label = f"{tool.folder}/TOOL.md"
         if not toolmd.NAME_RE.fullmatch(tool.folder):
             tool.problems.append(
-                toolmd.Problem(
+                strictyaml.Problem(
                     label,
                     1,
                     "name",
@@ -324,7 +325,7 @@ def validate(tools: list[ToolImport], context: ValidationContext) -> list[ToolIm
         try:
             bundle.check_files(tool.files)
         except bundle.BundleError as exc:
-            tool.problems.append(toolmd.Problem(label, 1, "files", str(exc)))
+            tool.problems.append(strictyaml.Problem(label, 1, "files", str(exc)))
             continue
         # A zip's names were checked as it was read; a folder's are checked here.
         names = [
@@ -333,7 +334,7 @@ def validate(tools: list[ToolImport], context: ValidationContext) -> list[ToolIm
         collision = collision_problem(f"{tool.folder}/{p}" for p in tool.files)
         if names or collision:
             for message in names or [collision]:
-                tool.problems.append(toolmd.Problem(label, 1, "files", message))
+                tool.problems.append(strictyaml.Problem(label, 1, "files", message))
             continue
         tool.problems += toolmd.validate_files(tool.files, tool.folder, context=context).problems
     return tools
@@ -401,6 +402,6 @@ def _refused_lines(tools: list[ToolImport]) -> list[ImportLine]:
                 )
             )
         else:
-            errors = [str(p) for p in tool.problems if p.severity == toolmd.ERROR]
+            errors = [str(p) for p in tool.problems if p.severity == strictyaml.ERROR]
             lines.append(ImportLine(tool.folder, "invalid", detail="; ".join(errors)))
     return lines

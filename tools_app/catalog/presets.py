@@ -34,7 +34,8 @@ from tools_app.integrations import vault
 from tools_app.integrations.policy import Basis, trusted_basis
 from tools_app.lib import listinput
 from tools_app.manifest import schema
-from tools_app.manifest.toolmd import ARRAY_TYPES, InputSpec, Manifest
+from tools_app.manifest.inputs import ARRAY_TYPES, InputSpec
+from tools_app.manifest.toolmd import Manifest
 from tools_app.models import Tool, ToolPreset, ToolVersion
 
 PRESET_LABEL = "{{{{preset.{name}}}}}"

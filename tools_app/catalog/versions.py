@@ -17,13 +17,14 @@ from tools_app.audit import Actor, record
 from tools_app.catalog import bundle, datapath
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
+from tools_app.lib import strictyaml
 from tools_app.manifest import toolmd
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files
 
 
 class InvalidTool(Exception):
-    def __init__(self, problems: list[toolmd.Problem]) -> None:
+    def __init__(self, problems: list[strictyaml.Problem]) -> None:
         self.problems = problems
         super().__init__("; ".join(str(p) for p in problems))
 

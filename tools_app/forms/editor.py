@@ -14,7 +14,8 @@ from django.forms import BaseFormSet, formset_factory
 from tools_app.catalog import bundle
 from tools_app.catalog.importer import MAX_ZIP_BYTES
 from tools_app.manifest.languages import LANGUAGES
-from tools_app.manifest.toolmd import MAX_DESCRIPTION, MAX_VERSION, NAME_RE
+from tools_app.manifest.limits import MAX_DESCRIPTION, MAX_VERSION
+from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import Tool
 
 NEWLINES = [("lf", "LF"), ("crlf", "CRLF")]

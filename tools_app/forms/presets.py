@@ -10,7 +10,7 @@ from tools_app.catalog import presets
 from tools_app.catalog.versions import SAMPLE_NAME_RE
 from tools_app.forms.runs import parse_json_field
 from tools_app.lib import nesting
-from tools_app.manifest.toolmd import InputSpec
+from tools_app.manifest.inputs import InputSpec
 
 MAX_SAMPLE_BODY = 1024 * 1024
 

@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 
 from tools_app.lib import listinput, nesting
 from tools_app.manifest import input_files, schema
-from tools_app.manifest.toolmd import NAME_RE, InputSpec, Manifest
+from tools_app.manifest.inputs import InputSpec
+from tools_app.manifest.toolmd import NAME_RE, Manifest
 from tools_app.models.runs import RunStatus, RunVia
 
 # A raw params document larger than this is refused before it is parsed.

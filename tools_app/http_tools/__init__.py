@@ -1,1 +1,2 @@
-"""`kind: http` tools: their checks, their execution and the OpenAPI import."""
+"""`kind: http` tools: their request and outputs blocks (spec.py), their checks, their
+execution and the OpenAPI import."""

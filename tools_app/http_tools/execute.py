@@ -50,10 +50,10 @@ from tools_app.egress import client
 from tools_app.egress import policy as egress_policy
 from tools_app.egress import transport as egress_transport
 from tools_app.http_tools import checks as http_checks
+from tools_app.http_tools import spec as http_spec
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.lib import nesting
-from tools_app.manifest import toolmd
 from tools_app.manifest.toolmd import Manifest
 from tools_app.runner import Artifact, Redactor, RunOutcome
 from tools_app.runs.setup import RunSetupError, limits_for, work_dir
@@ -91,9 +91,9 @@ class Values:
 
     def lookup(self, name: str) -> tuple[bool, Any]:
         """(found, value) for a template name; raises HttpToolError for a withheld one."""
-        if toolmd.TEMPLATE_INPUT_RE.fullmatch(name):
+        if http_spec.TEMPLATE_INPUT_RE.fullmatch(name):
             return (name in self.params and self.params[name] is not None), self.params.get(name)
-        match = toolmd.TEMPLATE_FIELD_RE.fullmatch(name)
+        match = http_spec.TEMPLATE_FIELD_RE.fullmatch(name)
         if match is None:
             raise HttpToolError(f"{{{{{name}}}}} is not a template this tool can fill")
         slug, field = match.groups()
@@ -119,7 +119,7 @@ def render_text(template: str, values: Values, encode: Callable[[str], str] = st
         _found, value = values.lookup(match.group(1))
         return encode(_as_text(value))
 
-    return toolmd.TEMPLATE_RE.sub(one, template)
+    return http_spec.TEMPLATE_RE.sub(one, template)
 
 
 def render_url(template: str, values: Values) -> str:
@@ -313,7 +313,9 @@ def perform(
                     f"header {name}: a filled-in value holds a line break or NUL, which "
                     "HTTP headers cannot carry"
                 )
-            if any(toolmd.TEMPLATE_FIELD_RE.fullmatch(n) for n in toolmd.template_names(template)):
+            if any(
+                http_spec.TEMPLATE_FIELD_RE.fullmatch(n) for n in http_spec.template_names(template)
+            ):
                 secret_headers.append(name)
         content = None
         if "body" in spec:

@@ -33,7 +33,8 @@ from jsonschema.exceptions import ValidationError
 
 from tools_app.lib import nesting
 from tools_app.manifest import input_files
-from tools_app.manifest.toolmd import ARRAY_TYPES, InputSpec, Manifest, text_problems
+from tools_app.manifest.inputs import ARRAY_TYPES, InputSpec, text_problems
+from tools_app.manifest.toolmd import Manifest
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 FORMATS = ("native", "openai", "openai-responses", "anthropic", "mcp")

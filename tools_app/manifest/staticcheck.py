@@ -24,7 +24,8 @@ from django.core import checks
 from django.db import DatabaseError
 from django.db.models import F
 
-from tools_app.manifest.toolmd import WARNING, Manifest, Problem, parse_toolmd
+from tools_app.lib.strictyaml import WARNING, Problem
+from tools_app.manifest.toolmd import Manifest, parse_toolmd
 
 if TYPE_CHECKING:
     from tools_app.models import ToolVersion

@@ -43,6 +43,8 @@ from tools_app.forms.editor import (
 from tools_app.forms.runs import RunForm
 from tools_app.http_tools.context import validation_context
 from tools_app.integrations.policy import secret_access
+from tools_app.lib import strictyaml
+from tools_app.manifest import limits as manifest_limits
 from tools_app.manifest import staticcheck, toolmd
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
@@ -164,7 +166,7 @@ def _editor(
     latest: ToolVersion,
     form: ToolEditForm,
     formset,
-    problems: list[toolmd.Problem],
+    problems: list[strictyaml.Problem],
     *,
     status: int = 200,
     show_errors: bool = True,
@@ -210,7 +212,7 @@ def tool_edit_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
     def refused(
         status: int,
         message: str,
-        problems: Sequence[toolmd.Problem] = (),
+        problems: Sequence[strictyaml.Problem] = (),
         notes: Sequence[str] = (),
     ) -> HttpResponse:
         panel = _panel_context(request, latest, message=message)
@@ -254,7 +256,7 @@ def tool_edit_run(request: HtmxHttpRequest, name: str) -> HttpResponse:
             return _conflict(request, tool, conflict, form, formset, can_publish)
         return refused(409, _conflict_message(conflict))
     except InvalidTool as exc:
-        errors = sum(1 for p in exc.problems if p.severity == toolmd.ERROR)
+        errors = sum(1 for p in exc.problems if p.severity == strictyaml.ERROR)
         return refused(422, _not_saved(errors), problems=exc.problems)
     except bundle.BundleError as exc:
         return refused(422, _not_saved(1), notes=[str(exc)])
@@ -361,7 +363,7 @@ def tool_validate(request: HtmxHttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
     form = ToolEditForm(request.POST)
     formset = ToolFileFormSet(request.POST, prefix=FILES_PREFIX)
-    problems: list[toolmd.Problem] = []
+    problems: list[strictyaml.Problem] = []
     notes: list[str] = []
     if form.is_valid() and formset.is_valid():
         base = tool.versions.filter(number=form.cleaned_data["base"]).first()
@@ -377,7 +379,7 @@ def tool_validate(request: HtmxHttpRequest, name: str) -> HttpResponse:
     return render(request, "editor/edit.html#problems", context)
 
 
-def _all_problems(name: str, files: Mapping[str, bytes]) -> list[toolmd.Problem]:
+def _all_problems(name: str, files: Mapping[str, bytes]) -> list[strictyaml.Problem]:
     result = toolmd.validate_files(files, f"{name}/TOOL.md", context=validation_context())
     problems = list(result.problems)
     if result.manifest is not None:
@@ -386,7 +388,7 @@ def _all_problems(name: str, files: Mapping[str, bytes]) -> list[toolmd.Problem]
 
 
 def _problems_context(
-    tool: Tool, problems: list[toolmd.Problem], notes: list[str] | None = None
+    tool: Tool, problems: list[strictyaml.Problem], notes: list[str] | None = None
 ) -> dict:
     prefix = f"{tool.name}/"
     rows = [
@@ -399,7 +401,7 @@ def _problems_context(
         }
         for p in problems
     ]
-    errors = [row for row in rows if row["severity"] == toolmd.ERROR]
+    errors = [row for row in rows if row["severity"] == strictyaml.ERROR]
     return {
         "problems": rows,
         "problem_errors": len(errors) + len(notes or []),
@@ -733,7 +735,7 @@ def _latest(tool: Tool) -> ToolVersion:
 
 
 def _version_or_404(tool: Tool, number: int) -> ToolVersion:
-    if not 1 <= number <= toolmd.MAX_VERSION:  # out of the column's range: no such version
+    if not 1 <= number <= manifest_limits.MAX_VERSION:  # out of the column's range: no such version
         raise Http404("No such version.")
     return get_object_or_404(ToolVersion, tool=tool, number=number)
 

@@ -43,8 +43,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from tools_app.audit import Actor, record
 from tools_app.catalog.versions import InvalidTool, save_version, validate
+from tools_app.http_tools import spec as http_spec
 from tools_app.http_tools.context import validation_context
 from tools_app.lib import nesting, strictyaml
+from tools_app.manifest import limits as manifest_limits
 from tools_app.manifest import toolmd
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
@@ -529,7 +531,7 @@ class _Builder:
         path_item, _ = self.resolver.deref(self.document["paths"][op.path])
         raw = path_item[op.method.lower()]
         where = f"{op.method} {op.path}"
-        if op.method not in toolmd.HTTP_METHODS:
+        if op.method not in http_spec.HTTP_METHODS:
             draft.skipped = f"{op.method} is not a method a kind: http tool can send"
             return draft
         if "{{" in op.path or "}}" in op.path:  # would read as the tool's own templates
@@ -630,7 +632,7 @@ class _Builder:
         description = _text(
             " ".join(t if t.endswith((".", "!", "?")) else f"{t}." for t in said)
             or f"{where} of {self.title}",
-            toolmd.MAX_DESCRIPTION,
+            manifest_limits.MAX_DESCRIPTION,
         )
         front: dict[str, Any] = {
             "name": name,
@@ -666,7 +668,7 @@ class _Builder:
         required = bool(body.get("required"))
         content = body.get("content") if isinstance(body.get("content"), dict) else {}
         media = next((m for m in content if JSON_MEDIA_RE.match(m)), None)
-        if draft.operation.method not in toolmd.BODY_METHODS:
+        if draft.operation.method not in http_spec.BODY_METHODS:
             draft.notes.append(f"The request body is not sent: {draft.operation.method} has none.")
             return None
         if media is None:
@@ -1086,8 +1088,8 @@ def plan(
 ) -> list[Draft]:
     """A draft per chosen operation; raises ImportRefused when any cannot be imported."""
     check_prefix(prefix)
-    if server and toolmd.url_shape_problem(server):
-        raise OpenApiError(f"server URL {server!r}: {toolmd.url_shape_problem(server)}")
+    if server and http_spec.url_shape_problem(server):
+        raise OpenApiError(f"server URL {server!r}: {http_spec.url_shape_problem(server)}")
     ops = choose(document, chosen)
     if not ops:
         raise OpenApiError("the document has no operations to import")
