@@ -307,11 +307,11 @@ def test_live_validation_reports_a_deep_sample(http_tool, developer_client):
 
 @pytest.mark.parametrize("levels", [CAP, 5000])
 def test_an_openapi_document_past_the_cap_is_refused_with_the_path(levels):
-    from tools_app.http_tools.openapi import plan
+    from tools_app.http_tools.openapi import document as openapi_document
 
     text = '{"openapi": "3.1.0", "info": {"x": ' + nested(levels) + "}}"
-    with pytest.raises(plan.OpenApiError) as caught:
-        plan.parse_document(text.encode())
+    with pytest.raises(openapi_document.OpenApiError) as caught:
+        openapi_document.parse_document(text.encode())
     assert f"info.x{'[0]' * (CAP - 2)}: {TOO_DEEP}" in str(caught.value)
 
 

@@ -19,7 +19,7 @@ from django.core.management.base import CommandError
 
 from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
 from tools_app.http_tools.context import validation_context
-from tools_app.http_tools.openapi import plan
+from tools_app.http_tools.openapi import document as openapi_document
 from tools_app.manifest import toolmd
 from tools_app.models import AuditEvent, Tool
 
@@ -422,22 +422,22 @@ def test_it_refuses_a_50_mb_document_by_its_size_before_parsing(db, tmp_path):
     out, code = _run(str(path))
     assert code == 1
     assert "the document is 50.0 MiB; at most 10 MiB are read" in out
-    with pytest.raises(plan.OpenApiError, match="is 50.0 MiB"):
-        plan.parse_document(path.read_bytes())
+    with pytest.raises(openapi_document.OpenApiError, match="is 50.0 MiB"):
+        openapi_document.parse_document(path.read_bytes())
 
 
 def test_it_refuses_yaml_bombs_without_expanding_them() -> None:
-    with pytest.raises(plan.OpenApiError, match="line 3: YAML anchors and aliases"):
-        plan.parse_document(("openapi: 3.0.0\npaths: {}\n" + BOMB).encode())
+    with pytest.raises(openapi_document.OpenApiError, match="line 3: YAML anchors and aliases"):
+        openapi_document.parse_document(("openapi: 3.0.0\npaths: {}\n" + BOMB).encode())
 
 
 def test_it_refuses_documents_nested_too_deep() -> None:
     deep = '{"openapi": "3.0.0", "paths": {}, "x": ' + "[" * 5000 + "]" * 5000 + "}"
-    with pytest.raises(plan.OpenApiError, match="nested deeper than"):
-        plan.parse_document(deep.encode())
+    with pytest.raises(openapi_document.OpenApiError, match="nested deeper than"):
+        openapi_document.parse_document(deep.encode())
     deep_yaml = "openapi: 3.0.0\npaths: {}\nx: " + "[" * 500 + "]" * 500 + "\n"
-    with pytest.raises(plan.OpenApiError, match="nested deeper than 64 levels"):
-        plan.parse_document(deep_yaml.encode())
+    with pytest.raises(openapi_document.OpenApiError, match="nested deeper than 64 levels"):
+        openapi_document.parse_document(deep_yaml.encode())
 
 
 # --- The console's import page ------------------------------------------------------------

@@ -10,7 +10,7 @@ import binascii
 
 from django import forms
 
-from tools_app.http_tools.openapi.plan import MAX_DOCUMENT, fetch_document
+from tools_app.http_tools.openapi.document import MAX_DOCUMENT, fetch_document
 
 HELP_SERVER = (
     "The API's base URL (https://api.example.com/v1), when the document's server is "

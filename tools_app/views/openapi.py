@@ -19,8 +19,10 @@ from tools_app.forms.openapi import (
     decode_source,
     encode_source,
 )
-from tools_app.http_tools.openapi import plan
-from tools_app.http_tools.openapi.plan import ImportRefused, OpenApiError
+from tools_app.http_tools.openapi import build, plan
+from tools_app.http_tools.openapi import document as openapi_document
+from tools_app.http_tools.openapi.document import OpenApiError
+from tools_app.http_tools.openapi.plan import ImportRefused
 from tools_app.roles import DEVELOPER, role_required
 
 TEMPLATE = "editor/openapi_import.html"
@@ -53,7 +55,7 @@ class Preview:
 
 def _preview(document: dict[str, Any], prefix: str, server: str, origin: str) -> list[Preview]:
     rows = []
-    for op in plan.operations(document):
+    for op in build.operations(document):
         warnings: tuple[str, ...] = ()
         try:
             draft = plan.plan(document, [op.key], prefix=prefix, server=server, origin=origin)[0]
@@ -84,7 +86,7 @@ def openapi_import_page(request: HttpRequest) -> HttpResponse:
     server = form.cleaned_data.get("server") or ""
     try:
         data, origin = form.document_bytes()
-        document = plan.parse_document(data)
+        document = openapi_document.parse_document(data)
         preview = _preview(document, prefix, server, origin)
     except OpenApiError as exc:
         form.add_error(None, f"Refused, nothing imported: {exc}.")
@@ -107,8 +109,8 @@ def _choose(request: HttpRequest) -> HttpResponse:
     try:
         if source is None:
             raise OpenApiError("the document sent back is damaged: read it again")
-        document = plan.parse_document(source)
-        choices = [(op.key, op.key) for op in plan.operations(document)]
+        document = openapi_document.parse_document(source)
+        choices = [(op.key, op.key) for op in build.operations(document)]
     except OpenApiError as exc:
         context["error"] = f"Refused, nothing imported: {exc}."
         return render(request, TEMPLATE, context, status=400)

@@ -1,4 +1,3 @@
-"""Drafting http tools from an OpenAPI document. plan.py holds all of it for now (reading
-the document, following its refs, building each tool, planning and importing); it is to
-be split along those seams into document.py, refs.py and build.py, plan.py staying the
-front door."""
+"""Drafting http tools from an OpenAPI document: reading it (document.py), following its
+refs (refs.py), building each tool (build.py), and choosing, planning and importing
+(plan.py, the front door)."""

@@ -15,8 +15,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tools_app.audit import Actor
+from tools_app.http_tools.openapi import document as openapi_document
 from tools_app.http_tools.openapi import plan
-from tools_app.http_tools.openapi.plan import MAX_DOCUMENT, OpenApiError
+from tools_app.http_tools.openapi.document import MAX_DOCUMENT, OpenApiError
 
 
 class Command(BaseCommand):
@@ -81,6 +82,6 @@ class Command(BaseCommand):
 
     def _fetch(self, url: str) -> bytes:
         try:
-            return plan.fetch_document(url)
+            return openapi_document.fetch_document(url)
         except OpenApiError as exc:
             raise CommandError(str(exc), returncode=1) from None
