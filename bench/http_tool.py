@@ -175,12 +175,12 @@ def measure_end_to_end(api: Api, url: str, runs: int, delay: int) -> dict:
 
 def measure_executor(fake: FakeApi, runs: int) -> dict:
     """httptool.perform() in this process against the 0 ms server, next to httpx."""
-    from tools_app.egress import config
+    from tools_app.egress import config as egress_config
     from tools_app.http_tools import execute
     from tools_app.manifest import toolmd as manifest_toolmd
 
     manifest = manifest_toolmd.parse_toolmd(toolmd(fake.url)).manifest
-    policy = config.tool_policy([])
+    policy = egress_config.tool_policy([])
     artifacts = Path(tempfile.mkdtemp(prefix="bench-http-artifacts-"))
     perform, direct, handling = [], [], []
     try:

@@ -140,7 +140,7 @@ def sides(
     from tools_app.audit import Actor
     from tools_app.models import Run, ToolVersion
     from tools_app.runner import Limits, RunRequest, run
-    from tools_app.runs import execute as run_execute
+    from tools_app.runs import start
 
     call_command("migrate", verbosity=0)
     from invoke import publish
@@ -178,7 +178,7 @@ def sides(
 
     def queue(n: int) -> None:  # the web server's part, not measured
         queued.append(
-            run_execute.start_run(version, {"n": n}, actor=Actor.system(), via="api", enqueue=False)
+            start.start_run(version, {"n": n}, actor=Actor.system(), via="api", enqueue=False)
         )
 
     def task_once(n: int) -> int:

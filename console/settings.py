@@ -312,7 +312,7 @@ TOOL_NETWORK_ALLOW = os.getenv("CONSOLE_TOOL_NETWORK_ALLOW", "")
 # The DNS server tools use (an IP); empty: the host's resolver, through slirp4netns.
 TOOL_DNS = os.getenv("CONSOLE_TOOL_DNS", "")
 # A queued run no worker has claimed after this long is sent again once; still unclaimed
-# after as long again, it is marked lost (tools_app/runs/execute.py reap_lost_runs).
+# after as long again, it is marked lost (tools_app/runs/reaper.py reap_lost_runs).
 RUN_QUEUED_TIMEOUT_SECONDS = envint("CONSOLE_RUN_QUEUED_TIMEOUT_SECONDS", "600")
 # Each worker writes a WorkerHeartbeat row this often; one older than three beats is dead.
 WORKER_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_WORKER_HEARTBEAT_SECONDS", "5"))

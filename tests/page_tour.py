@@ -18,7 +18,7 @@ from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import start
 
 INPUTS = {
     "query": {"type": "string", "description": "What to look for."},
@@ -58,7 +58,7 @@ def make_site(admin) -> dict[str, str]:
     save_version("lists", tool_files("lists", inputs=LIST_INPUTS), actor=Actor.system(),
                  publish=True)  # fmt: skip
     create_integration("search", "searxng", values={"url": "http://127.0.0.1:9/"})
-    run = execute.start_run(
+    run = start.start_run(
         Tool.objects.get(name="alpha").published_version,
         {"query": "cats", "limit": 10},
         actor=Actor(user=admin),

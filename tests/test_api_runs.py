@@ -14,7 +14,7 @@ from tools_app.catalog.versions import set_enabled
 from tools_app.models import AuditEvent, Run, RunArtifact, RunUpdate, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
-from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +52,7 @@ def test_it_invokes_a_tool_and_answers_with_the_run(fetch, django_capture_on_com
     assert body == {"run": str(run.pk), "status": "queued", "url": f"/api/v1/runs/{run.pk}"}
     assert response["Location"] == body["url"]
     assert run.via == RunVia.API and run.token == token and run.user is None
-    assert run.params == {"url": "https://a.example", "max_chars": 100, "token": run_execute.MASK}
+    assert run.params == {"url": "https://a.example", "max_chars": 100, "token": start.MASK}
     assert len(queued) == 1  # the Celery task, sent on commit
     event = AuditEvent.objects.get(action="run.start")
     assert event.actor == "token:agent" and "s3" not in str(event.data)
@@ -155,7 +155,7 @@ def test_it_reports_status_updates_result_and_artifacts(fetch, settings):
     body = client.get(f"/api/v1/runs/{run.pk}").json()
 
     assert body["status"] == "succeeded" and body["tool"] == "fetch" and body["version"] == 1
-    assert body["params"]["token"] == run_execute.MASK
+    assert body["params"]["token"] == start.MASK
     assert [u["content"][0]["text"] for u in body["updates"]] == ["u1", "u2"]
     assert body["result"]["content"][0]["text"] == "page"
     assert body["isolation"] == "bwrap" and body["duration"] == 0.25

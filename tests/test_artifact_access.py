@@ -17,6 +17,7 @@ from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ def noter(make_tool) -> Tool:
 
 
 def real_run(tool: Tool, actor: Actor, via: str = RunVia.BROWSER) -> tuple[Run, RunArtifact]:
-    run = run_execute.start_run(
+    run = start.start_run(
         tool.published_version, {"note": "my-private-note-77"}, actor=actor, via=via,
         enqueue=False,
     )  # fmt: skip

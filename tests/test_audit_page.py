@@ -17,7 +17,7 @@ from tools_app.audit import Actor, record
 from tools_app.models import AuditEvent, Tool
 from tools_app.models.runs import RunVia
 from tools_app.roles import AUDITOR, ensure_groups
-from tools_app.runs import execute
+from tools_app.runs import start
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def auditor_client(db) -> Client:
 def events(make_tool, console_admin):
     """A tool (make_tool audits its creation), a run of it, and events by two actors."""
     tool = make_tool("alpha")
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor(user=console_admin), via=RunVia.BROWSER,
         enqueue=False,
     )  # fmt: skip

@@ -22,7 +22,7 @@ from tests.conftest import require
 from tools_app.audit import Actor
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.ops import broker
-from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_PY = """
@@ -202,9 +202,7 @@ def test_a_running_worker_survives_torn_and_corrupt_messages(
         time.sleep(0.05)
 
     for _ in range(2):  # the next runs are served
-        run = run_execute.start_run(
-            quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND
-        )
+        run = start.start_run(quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
         run = wait_for_run(run.pk, FINISHED, worker=worker)
         assert run.status == RunStatus.SUCCEEDED, run.result
     assert worker.alive

@@ -26,7 +26,7 @@ from tools_app.audit import Actor, record
 from tools_app.models import AuditEvent, Tool
 from tools_app.models.runs import RunVia
 from tools_app.roles import AUDITOR, role_of
-from tools_app.runs import execute
+from tools_app.runs import start
 from tools_app.views.audit import CSV_COLUMNS
 
 pytestmark = pytest.mark.browser
@@ -64,7 +64,7 @@ def history(make_tool, transactional_db) -> dict:
         secrets={"token": CANARY},
         user=root,
     )
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor(user=root), via=RunVia.BROWSER, enqueue=False
     )
     record(Actor(user=root), "run.cancel", run, f"cancelled a run of {tool.name}")

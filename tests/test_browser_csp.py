@@ -15,7 +15,7 @@ from tests.conftest import REPO
 from tools_app.audit import Actor
 from tools_app.models import Run, RunUpdate
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.browser
 
@@ -63,7 +63,7 @@ def test_the_main_pages_run_under_the_policy(admin_context, make_tool, console_a
 
     # Live updates: htmx polls the run page and appends what arrives.
     tool = admin_context_tool("greet")
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version,
         {"who": "Ada"},
         actor=Actor(user=console_admin),

@@ -15,7 +15,7 @@ from tests.browser_support import ARTIFACTS, browser_context, chromium
 from tests.test_browser_runs import COUNTER_TS, INPUTS
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.browser
 
@@ -106,7 +106,7 @@ def test_it_keeps_focus_in_the_list_when_paging_from_the_keyboard(
 
     tool = make_tool("quick", language="python")
     for _ in range(26):  # one more than a page
-        execute.start_run(
+        start.start_run(
             tool.published_version, {}, actor=Actor(user=developer), via=RunVia.API, enqueue=False
         )
     with browser_context(live_server, user=developer, browser=browser) as context:

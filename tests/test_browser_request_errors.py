@@ -11,7 +11,7 @@ from tests.browser_support import ARTIFACTS, browser_context
 from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import start
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,7 +23,7 @@ def test_a_cancel_that_gets_no_answer_says_so_and_works_when_sent_again(
 
     tool = make_tool("quick", language="python")
     # Started by the developer: the cancel button is shown to a run's starter (or an admin).
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
     )
     with browser_context(live_server, user=developer) as context:

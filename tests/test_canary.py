@@ -113,11 +113,12 @@ def leaky_runs(admin_user, raw_token: str) -> list[Run]:
     from tools_app.audit import Actor
     from tools_app.catalog.versions import save_version
     from tools_app.runs import execute as run_execute
+    from tools_app.runs import start
 
     files = tool_files("leaky", "python", LEAKY_PY, integrations=["searxng", "apify"])
     save_version("leaky", files, actor=Actor(user=admin_user), publish=True)
     version = Tool.objects.get(name="leaky").published_version
-    started = [run_execute.start_run(version, {}, actor=Actor(user=admin_user), via="browser",
+    started = [start.start_run(version, {}, actor=Actor(user=admin_user), via="browser",
                               enqueue=False)]  # fmt: skip
     api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
     # The invoke queues its task when the transaction commits: this test runs it here

@@ -13,7 +13,7 @@ from django.test import Client
 
 from tests.conftest import REPO
 from tools_app.audit import Actor
-from tools_app.runs import execute
+from tools_app.runs import start
 
 TEMPLATES = REPO / "templates"
 SCRIPT_TAG = re.compile(r"<script\b([^>]*)>", re.IGNORECASE)
@@ -108,7 +108,7 @@ def test_the_template_check_allows_scripts_from_files_and_nonces():
 @pytest.mark.django_db
 def test_pages_carry_the_policy(console_admin_client, make_tool, console_admin):
     tool = make_tool("alpha", language="python")
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor(user=console_admin), via="browser", enqueue=False
     )
     pages = [

@@ -28,7 +28,7 @@ from tools_app.catalog.versions import save_version
 from tools_app.egress import policy as egress_policy
 from tools_app.models import Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 NAME = "mixed.egress.test"
 
@@ -106,7 +106,7 @@ def test_it_never_lets_an_http_tool_reach_the_names_loopback_address(loopback):
         publish=False,
     )
     version = Tool.objects.get(name="mixed").versions.get()
-    run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
+    run = start.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
     run = execute.execute_run(run.pk)
     assert run.status == RunStatus.FAILED, run.result
     assert "127.0.0.1 is the host's loopback" in run.result["content"][0]["text"]

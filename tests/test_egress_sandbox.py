@@ -291,6 +291,7 @@ def test_it_records_the_policy_on_the_run_page_and_in_the_api(
     from tools_app.audit import Actor
     from tools_app.models import AgentToken
     from tools_app.runs import execute as run_execute
+    from tools_app.runs import start
 
     integrations_support.create("searxng", values={"url": f"http://127.0.0.1:{local_http}"})
     target = f"127.0.0.1:{local_http}"
@@ -305,7 +306,7 @@ def test_it_records_the_policy_on_the_run_page_and_in_the_api(
     token, raw = AgentToken.issue("agent", ["tools:invoke"])
     done = {}
     for tool in (declares, other):
-        run_row = run_execute.start_run(
+        run_row = start.start_run(
             tool.published_version,
             {"targets": f"{target} {hosts.public}:80"},
             actor=Actor(token=token),

@@ -24,7 +24,7 @@ from tools_app.models import Run, WorkerHeartbeat
 from tools_app.models.runs import RunVia
 from tools_app.models.tokens import AgentToken, Scope
 from tools_app.ops import health
-from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_it_counts_pending_messages_and_queued_runs(
     beat()
     tool = make_tool("quick", language="python")
     with django_capture_on_commit_callbacks(execute=True):
-        run_execute.start_run(tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
+        start.start_run(tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND)
 
     _, body = get_health(token_client())
 
@@ -200,7 +200,7 @@ def test_the_cheap_answers_cost_one_query_each(alive, django_assert_max_num_quer
 
 def test_the_run_page_says_when_no_worker_will_pick_a_run_up(developer, make_tool):
     tool = make_tool("quick", language="python")
-    run = run_execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     client = Client()

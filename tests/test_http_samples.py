@@ -18,7 +18,7 @@ from tools_app.catalog.versions import InvalidTool, publish_version, save_versio
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +62,7 @@ def tool(settings, provider) -> Tool:
 def finished_run(tool: Tool, user=None) -> Run:
     """A successful run, started by `user` (the only one but admins who may read it)."""
     actor = Actor(user=user) if user is not None else Actor.system()
-    run = execute.start_run(tool.published_version, {"key": CANARY}, actor=actor,
+    run = start.start_run(tool.published_version, {"key": CANARY}, actor=actor,
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result

@@ -56,7 +56,7 @@ def test_it_lists_every_input_and_the_outputs_natively(published) -> None:
 
 def test_it_refuses_a_hidden_input_from_a_caller(published) -> None:
     from tools_app.models import Tool
-    from tools_app.runs.execute import manifest_of
+    from tools_app.runs.setup import manifest_of
 
     manifest = manifest_of(Tool.objects.get(name="apify_run").published_version)
     _filled, errors = schema.validate_params(manifest, {"actor_id": "a", "token": "mine"})

@@ -20,6 +20,7 @@ from tools_app.integrations.service import create_integration
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 TOKEN = "s3cr3t-apify-token-7f"
 SAMPLE = {"source": "https://docs.example.com/items", "status": 200,
@@ -161,7 +162,7 @@ def make(text: str, *, publish: bool = True) -> Tool:
 
 def run_of(tool: Tool, params: dict, *, actor=None, draft: bool = False) -> Run:
     version = tool.versions.order_by("-number").first() if draft else tool.published_version
-    run = run_execute.start_run(
+    run = start.start_run(
         version, params, actor=actor or Actor.system(), via=RunVia.BROWSER, enqueue=False
     )
     return run_execute.execute_run(run.pk)
@@ -285,7 +286,7 @@ def test_it_honours_retry_after_up_to_a_cap() -> None:
 
 def test_it_cancels_a_request_in_flight(server) -> None:
     tool = make(toolmd(server, "  url: BASE/hang\n  response: text\n", timeout=120))
-    run = run_execute.start_run(tool.published_version, {}, actor=Actor.system(), via="browser",
+    run = start.start_run(tool.published_version, {}, actor=Actor.system(), via="browser",
                          enqueue=False)  # fmt: skip
     server.on_hang = lambda: Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     done: list[Run] = []
@@ -381,7 +382,7 @@ def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
     worker.start()
     try:
         tool = make(toolmd(srv, ITEM, inputs=ITEM_INPUTS, outputs=ITEM_OUTPUTS))
-        run = run_execute.start_run(
+        run = start.start_run(
             tool.published_version, {"item_id": "w1"}, actor=Actor.system(), via=RunVia.API
         )
         run = wait_for_run(run.pk, (RunStatus.SUCCEEDED, RunStatus.FAILED), worker=worker)
@@ -525,7 +526,7 @@ def test_it_takes_list_inputs_from_the_api_and_the_run_form(
     assert bad.status_code == 422
     assert bad.json()["detail"] == ["ids.0: {'a': 1} is not of type 'integer'"]
     # This test runs the run itself: no message may reach a worker another test started.
-    monkeypatch.setattr(run_execute, "enqueue_run", lambda run_id: None)
+    monkeypatch.setattr(start, "enqueue_run", lambda run_id: None)
     with django_capture_on_commit_callbacks(execute=False):
         response = api.post(url, {"params": {"ids": [3, 4]}}, content_type="application/json")
     assert response.status_code == 202, response.content

@@ -19,6 +19,7 @@ from tools_app.manifest import input_files
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 MIB = 1024 * 1024
 READER_PY = """
@@ -163,7 +164,7 @@ def test_it_sends_a_file_to_an_http_tool_as_base64_json(settings, provider) -> N
     save_version("upload", {"TOOL.md": text.encode()}, actor=Actor.system(), publish=True)
     version = Tool.objects.get(name="upload").published_version
     doc = file_object("../notes.md", b"# hi", "text/markdown")
-    run = run_execute.start_run(version, {"doc": doc}, actor=Actor.system(), via=RunVia.API,
+    run = start.start_run(version, {"doc": doc}, actor=Actor.system(), via=RunVia.API,
                          enqueue=False)  # fmt: skip
     run = run_execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result

@@ -105,10 +105,10 @@ def test_the_api_refuses_params_past_the_cap_with_the_path(tool, agent, levels):
 
 def test_a_caller_of_the_run_path_gets_the_same_refusal(tool):
     # What MCP, the CLI and presets go through after parsing: schema validation.
-    from tools_app.runs import execute as run_execute
+    from tools_app.runs import start
 
-    with pytest.raises(run_execute.InvalidParams) as caught:
-        run_execute.start_run(
+    with pytest.raises(start.InvalidParams) as caught:
+        start.start_run(
             tool.published_version,
             {"config": json.loads(nested(CAP))},
             actor=Actor.system(),
@@ -327,6 +327,7 @@ def test_an_http_response_past_the_cap_fails_the_run_with_the_path(
 ):
     from tools_app.models.runs import RunStatus
     from tools_app.runs import execute as run_execute
+    from tools_app.runs import start
 
     settings.ALLOWED_HOSTS = ["testserver"]
     settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
@@ -347,9 +348,7 @@ def test_an_http_response_past_the_cap_fails_the_run_with_the_path(
     )
     save_version("deep", {"TOOL.md": toolmd.encode()}, actor=Actor.system(), publish=True)
     version = Tool.objects.get(name="deep").published_version
-    run = run_execute.start_run(
-        version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
-    )
+    run = start.start_run(version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False)
 
     run = run_execute.execute_run(run.pk)
 

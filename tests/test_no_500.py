@@ -55,7 +55,7 @@ from tools_app.models import (
 )
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, ensure_groups
-from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -613,7 +613,7 @@ INPUTS = {
 
 
 def finished_run(version: ToolVersion, actor: Actor, via: str, settings) -> tuple[Run, RunArtifact]:
-    run = run_execute.start_run(version, {"query": "cats"}, actor=actor, via=via, enqueue=False)
+    run = start.start_run(version, {"query": "cats"}, actor=actor, via=via, enqueue=False)
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.SUCCEEDED,
         result={"content": [{"type": "text", "text": "all good"}], "isError": False},
@@ -654,11 +654,11 @@ def world(make_tool, nobody, viewer, developer, console_admin, settings, monkeyp
 
     published = alpha.published_version
     run, artifact = finished_run(published, Actor(user=developer), RunVia.BROWSER, settings)
-    queued = run_execute.start_run(
+    queued = start.start_run(
         published, {"query": "dogs"}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
     )
     api_run, api_artifact = finished_run(published, Actor(token=token), RunVia.API, settings)
-    api_queued = run_execute.start_run(
+    api_queued = start.start_run(
         published, {"query": "dogs"}, actor=Actor(token=token), via=RunVia.API, enqueue=False
     )
 

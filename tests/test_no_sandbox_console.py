@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import prerequisite
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = os.geteuid() == 0
@@ -70,7 +70,7 @@ def test_it_refuses_the_run_and_says_why_on_the_run_and_system_pages_and_the_ban
 ) -> None:
     monkeypatch.setenv("TOOL_CONSOLE_BWRAP", MISSING_BWRAP)
     tool = make_tool("echo_tool", language="bash")
-    started = execute.start_run(
+    started = start.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     done = execute.execute_run(started.pk)

@@ -61,10 +61,16 @@ def test_it_has_one_pattern_for_integration_slugs():
         ("Resolver", "http_tools/openapi/refs.py"),
         ("Builder", "http_tools/openapi/build.py"),
         ("import_document", "http_tools/openapi/plan.py"),
+        ("start_run", "runs/start.py"),
+        ("Supervisor", "runs/execute.py"),
+        ("cancel_run", "runs/cancel.py"),
+        ("reap_dead_runs", "runs/reaper.py"),
+        ("open_artifact", "runs/artifacts.py"),
+        ("manifest_of", "runs/setup.py"),
     ],
 )
 def test_it_defines_each_part_of_a_split_module_in_its_module(name, home):
-    """toolmd.py and openapi/plan.py are front doors: their parts live in their own modules."""
+    """The split modules (toolmd.py, openapi/plan.py, runs/execute.py): one home per part."""
     assert definitions(name) == [home]
 
 

@@ -560,7 +560,7 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
     from tools_app.audit import Actor
     from tools_app.catalog.versions import publish_version
     from tools_app.models.runs import RunStatus, RunVia
-    from tools_app.runs import execute
+    from tools_app.runs import execute, start
 
     example = json.loads(USPTO.read_text())["paths"]["/"]["get"]["responses"]["200"]
     body = json.dumps(example["content"]["application/json"]["example"]).encode()
@@ -578,7 +578,7 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
         assert code == 0, out
         version = Tool.objects.get(name="list_data_sets").versions.get()
         publish_version(version, actor=Actor.system())
-        run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = start.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert seen == ["/ds-api/"]
@@ -616,7 +616,7 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
     from tools_app.audit import Actor
     from tools_app.catalog.versions import publish_version
     from tools_app.models.runs import RunStatus, RunVia
-    from tools_app.runs import execute
+    from tools_app.runs import execute, start
 
     seen = []
 
@@ -650,15 +650,11 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
         version = Tool.objects.get(name="list_items").versions.get()
         publish_version(version, actor=Actor.system())
         params = {"ids": [1, 2], "tags": "red,blue", "kinds": "a|b", "state": ["on"]}
-        run = execute.start_run(
-            version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
-        )
+        run = start.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = execute.execute_run(run.pk)
         assert run.status == RunStatus.SUCCEEDED, run.result
         params = {"ids": [], "tags": "red", "state": ["on", "off"]}
-        run = execute.start_run(
-            version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
-        )
+        run = start.start_run(version, params, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert seen == [
@@ -684,7 +680,7 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
     from tools_app.integrations.service import create_integration
     from tools_app.models import Run
     from tools_app.models.runs import RunStatus, RunVia
-    from tools_app.runs import execute
+    from tools_app.runs import execute, start
 
     fernet_keys("A")
     for slug, env, value in (
@@ -733,7 +729,7 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
         assert "security scheme `prefs` (apiKey) has no integration" in manifest.body
         version = Tool.objects.get(name="who_am_i").versions.get()
         publish_version(version, actor=Actor.system())
-        run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
+        run = start.start_run(version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False)
         run = execute.execute_run(run.pk)
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert headers[-1]["Authorization"] == f"Basic {BASIC}"

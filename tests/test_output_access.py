@@ -17,6 +17,7 @@ from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ CANARIES = (RESULT, PROGRESS, STDERR)
 @pytest.fixture
 def run(make_tool, developer) -> Run:
     tool: Tool = make_tool("speaker", language="python", source=TOOL_PY)
-    run = run_execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER,
         enqueue=False,
     )  # fmt: skip

@@ -37,6 +37,7 @@ from tools_app.models import (
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import Scope
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +96,7 @@ def keyed(console_admin_client) -> tuple[ToolVersion, ToolVersion]:
 
 
 def real_run(version: ToolVersion, *, user=None, via: str = RunVia.BROWSER) -> Run:
-    run = run_execute.start_run(version, {}, actor=Actor(user=user), via=via, enqueue=False)
+    run = start.start_run(version, {}, actor=Actor(user=user), via=via, enqueue=False)
     return finished(run)
 
 
@@ -254,9 +255,7 @@ def test_the_policy_is_decided_when_the_run_executes(keyed, developer, console_a
     _published, draft = keyed
     tool = draft.tool
     presets.set_allow_test_runs(tool, True, actor=Actor(user=console_admin))
-    run = run_execute.start_run(
-        draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
-    )
+    run = start.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
     presets.set_allow_test_runs(tool, False, actor=Actor(user=console_admin))
     assert said(finished(run)) == NOT_GOT
 
@@ -270,10 +269,8 @@ def test_a_required_input_whose_preset_is_withheld_says_why(console_admin_client
     set_presets(console_admin_client)
     draft = save(publish=False, note="two", inputs=required)
 
-    with pytest.raises(run_execute.InvalidParams) as caught:
-        run_execute.start_run(
-            draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
-        )
+    with pytest.raises(start.InvalidParams) as caught:
+        start.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
 
     [error] = caught.value.errors
     assert error.startswith(
@@ -282,7 +279,7 @@ def test_a_required_input_whose_preset_is_withheld_says_why(console_admin_client
     )
     assert_no_canary(error)
     # A value of the developer's own is theirs to use.
-    run = run_execute.start_run(draft, {"api_key": "mine"}, actor=Actor(user=developer),
+    run = start.start_run(draft, {"api_key": "mine"}, actor=Actor(user=developer),
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     assert said(finished(run)).startswith("api_key sha256:" + hashlib.sha256(b"mine").hexdigest())
 
@@ -299,9 +296,7 @@ def test_a_required_preset_withheld_after_the_run_was_queued_fails_the_run(
     set_presets(console_admin_client)
     draft = save(publish=False, note="two", inputs=required)
     presets.set_allow_test_runs(draft.tool, True, actor=Actor(user=console_admin))
-    run = run_execute.start_run(
-        draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
-    )
+    run = start.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
     presets.set_allow_test_runs(draft.tool, False, actor=Actor(user=console_admin))
 
     run = run_execute.execute_run(run.pk)
@@ -364,7 +359,7 @@ def test_a_draft_cannot_make_a_sensitive_inputs_preset_plain(console_admin_clien
 
     preset = ToolPreset.objects.get(input="api_key")
     assert preset.sensitive and preset.value is None and CANARY not in preset.ciphertext
-    run = run_execute.start_run(draft, {"region": "eu"}, actor=Actor(user=developer),
+    run = start.start_run(draft, {"region": "eu"}, actor=Actor(user=developer),
                          via=RunVia.BROWSER, enqueue=False)  # fmt: skip
     assert said(finished(run)) == NOT_GOT
 

@@ -19,7 +19,7 @@ from tools_app.catalog.versions import save_version
 from tools_app.manifest import schema
 from tools_app.models import AuditEvent, Run, Tool, ToolPreset
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import execute, setup, start
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +60,7 @@ def tool(settings, provider) -> Tool:
 
 
 def run_of(tool: Tool, params: dict, via: str = RunVia.BROWSER) -> Run:
-    run = execute.start_run(tool.published_version, params, actor=Actor.system(), via=via,
+    run = start.start_run(tool.published_version, params, actor=Actor.system(), via=via,
                          enqueue=False)  # fmt: skip
     return execute.execute_run(run.pk)
 
@@ -109,16 +109,16 @@ def test_it_lets_a_person_type_over_a_preset(
 
 
 def test_it_requires_a_user_only_input_without_a_preset(tool) -> None:
-    with pytest.raises(execute.InvalidParams) as caught:
-        execute.start_run(tool.published_version, {"query": "q"}, actor=Actor.system(),
+    with pytest.raises(start.InvalidParams) as caught:
+        start.start_run(tool.published_version, {"query": "q"}, actor=Actor.system(),
                        via=RunVia.API, enqueue=False)  # fmt: skip
     assert caught.value.errors == ["account: is required"]
 
 
 def test_it_never_lets_a_model_fill_a_user_only_input(tool, console_admin_client) -> None:
     set_preset(console_admin_client, "account", "acme")
-    with pytest.raises(execute.InvalidParams) as caught:
-        execute.start_run(tool.published_version, {"query": "q", "account": "evil"},
+    with pytest.raises(start.InvalidParams) as caught:
+        start.start_run(tool.published_version, {"query": "q", "account": "evil"},
                        actor=Actor.system(), via=RunVia.MCP, enqueue=False)  # fmt: skip
     assert caught.value.errors == ["account: unknown parameter (allowed: query)"]
     # What models are shown agrees: the model formats list only the query.
@@ -190,7 +190,7 @@ def test_it_never_reveals_a_sensitive_preset(
 
 
 def test_it_lists_user_only_and_hidden_inputs_natively_only(tool) -> None:
-    manifest = execute.manifest_of(tool.published_version)
+    manifest = setup.manifest_of(tool.published_version)
     assert list(schema.input_schema(manifest, for_model=True)["properties"]) == ["query"]
     native = schema.tool_entry(manifest, fmt="native")["input_schema"]["properties"]
     assert list(native) == ["account", "api_key", "limit", "query"]

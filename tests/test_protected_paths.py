@@ -26,6 +26,7 @@ from tools_app.models import Integration, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import isolation_level
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +134,7 @@ def test_a_path_stored_before_the_rule_is_not_bound_at_run_time(reader, tmp_path
     # Stored before the rule existed: straight into the row, past validation.
     Integration.objects.filter(slug="email_db").update(values={"path": str(tmp_path)})
 
-    run = run_execute.start_run(
+    run = start.start_run(
         reader.published_version, {"rel": rel}, actor=Actor.system(), via=RunVia.COMMAND,
         enqueue=False,
     )  # fmt: skip
@@ -156,7 +157,7 @@ def test_a_harmless_path_is_bound(reader, tmp_path):
         path.chmod(0o755)
     support.create("email_db", values={"path": str(shared)})
 
-    run = run_execute.start_run(
+    run = start.start_run(
         reader.published_version, {"rel": "note.txt"}, actor=Actor.system(),
         via=RunVia.COMMAND, enqueue=False,
     )  # fmt: skip

@@ -23,6 +23,7 @@ from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start as run_start
 
 QUICK_PY = """
 def execute(tool_call_id, params, signal, on_update):
@@ -64,7 +65,7 @@ def quick(make_tool):
 
 def start(tool, *, enqueue: bool, capture) -> Run:
     with capture(execute=True):
-        return run_execute.start_run(
+        return run_start.start_run(
             tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=enqueue
         )
 
@@ -175,7 +176,7 @@ def test_cancel_of_a_queued_run_needs_no_worker(idle_broker, quick, developer):
 def test_a_run_whose_message_was_lost_is_served_after_the_resend(clock, worker, quick, settings):
     settings.RUN_QUEUED_TIMEOUT_SECONDS = TIMEOUT
     # Stored but never sent: what a lost or quarantined message leaves.
-    run = run_execute.start_run(
+    run = run_start.start_run(
         quick.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     clock.advance(TIMEOUT + 1)
@@ -194,7 +195,7 @@ def test_a_worker_that_gets_a_cancelled_runs_message_later_does_not_run_it(
 ):
     worker.stop()  # no worker: the message waits on the broker
     # Started by the developer who cancels it: only a run's starter (or an admin) may.
-    run = run_execute.start_run(
+    run = run_start.start_run(
         quick.published_version, {}, actor=Actor(user=developer), via=RunVia.BROWSER
     )
     client = Client()

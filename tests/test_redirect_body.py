@@ -19,7 +19,7 @@ from tools_app.egress import policy as egress_policy
 from tools_app.integrations.service import create_integration
 from tools_app.models import Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 TOKEN = "s3cr3t-body-token-91"
 SAMPLE = {"source": "https://docs.example.com/items", "status": 200, "body": {"ok": True}}
@@ -106,7 +106,7 @@ def test_it_never_sends_an_http_tools_secret_body_to_another_origin(
     files = {"TOOL.md": text.encode(), "samples/ok.json": json.dumps(SAMPLE).encode()}
     save_version("poster", files, actor=Actor.system(), publish=True)
     version = Tool.objects.get(name="poster").published_version
-    run = execute.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
+    run = start.start_run(version, {}, actor=Actor.system(), via=RunVia.BROWSER, enqueue=False)
     run = execute.execute_run(run.pk)
 
     assert run.status == RunStatus.FAILED, run.result

@@ -15,7 +15,9 @@ from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact
 from tools_app.models.runs import FINISHED, ArtifactStore, RunStatus, RunVia
 from tools_app.runner import teardown
+from tools_app.runs import artifacts as run_artifacts
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start as run_start
 
 WRITER_PY = """
 import os
@@ -34,7 +36,7 @@ TEXT = {"text": {"type": "string", "description": "What to write."}}
 
 def start(tool, params: dict, starter, **kw) -> Run:
     # Started by the user who downloads: only a run's starter (or an admin) may.
-    return run_execute.start_run(
+    return run_start.start_run(
         tool.published_version, params, actor=Actor(user=starter), via=RunVia.BROWSER, **kw
     )
 
@@ -110,7 +112,7 @@ def test_it_still_serves_artifacts_kept_as_files_before_0006(
     )
 
     assert download(developer_client, run, "old.txt") == b"old"
-    assert run_execute.open_artifact(escape) is None
+    assert run_artifacts.open_artifact(escape) is None
     assert developer_client.get(reverse("run_artifact", args=[run.pk, old.pk])).status_code == 200
 
 

@@ -16,7 +16,7 @@ from tools_app.audit import Actor
 from tools_app.models import AgentToken, AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import DEVELOPER, ensure_groups
-from tools_app.runs import execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def client_of(user: User) -> Client:
 
 
 def running_run(tool: Tool, actor: Actor, via: str = RunVia.BROWSER) -> Run:
-    run = execute.start_run(tool.published_version, {}, actor=actor, via=via, enqueue=False)
+    run = start.start_run(tool.published_version, {}, actor=actor, via=via, enqueue=False)
     now = timezone.now()
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, started_at=now, heartbeat_at=now)
     run.refresh_from_db()

@@ -17,7 +17,8 @@ from tools_app.audit import Actor
 from tools_app.forms.runs import RunForm
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import setup
+from tools_app.runs import start as run_start
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +57,7 @@ def form_url(tool: Tool, **query) -> str:
 def make_run(tool: Tool, user=None, **fields) -> Run:
     default = {"query": "cats", "limit": 10} if tool.name == "search" else {}
     params = fields.pop("params", default)
-    run = execute.start_run(
+    run = run_start.start_run(
         tool.published_version or tool.versions.first(),
         params,
         actor=Actor(user=user),
@@ -88,7 +89,7 @@ def finished(tool: Tool, user=None, **fields) -> Run:
 
 
 def test_it_generates_a_field_per_input_type(search):
-    form = RunForm(manifest=execute.manifest_of(search.published_version))
+    form = RunForm(manifest=setup.manifest_of(search.published_version))
     kinds = [(name, type(field).__name__) for name, field in form.fields.items()]
 
     # Only the inputs, in TOOL.md order (also on PostgreSQL, whose jsonb reorders keys):
@@ -139,7 +140,7 @@ def test_it_starts_a_run_from_the_form_and_masks_sensitive_inputs(developer_clie
         "limit": 5,
         "exact": True,
         "mode": "thorough",
-        "api_key": execute.MASK,
+        "api_key": run_start.MASK,
     }
     assert run.via == RunVia.BROWSER and run.user.username == "dave"
     assert run.status == RunStatus.QUEUED
@@ -173,7 +174,7 @@ def test_it_starts_a_run_from_raw_json(developer_client, search):
         "limit": 10,
         "exact": False,
         "mode": "fast",
-        "api_key": execute.MASK,
+        "api_key": run_start.MASK,
     }
 
 
@@ -226,7 +227,7 @@ def test_it_prefills_the_last_values_used_but_never_secrets(developer, developer
     html = developer_client.get(form_url(search)).content.decode()
 
     assert 'value="last time"' in html and 'name="limit" value="3"' in html
-    assert "sk-1" not in html and execute.MASK not in html
+    assert "sk-1" not in html and run_start.MASK not in html
 
 
 def test_it_prefills_run_again_with_that_runs_inputs(developer_client, console_admin, search):
@@ -236,7 +237,7 @@ def test_it_prefills_run_again_with_that_runs_inputs(developer_client, console_a
 
     html = page.content.decode()
     assert 'value="from ada"' in html and "sensitive inputs must be typed again" in html
-    assert "sk-2" not in html and execute.MASK not in html
+    assert "sk-2" not in html and run_start.MASK not in html
     assert developer_client.get(form_url(search, again="not-a-uuid")).status_code == 404
 
 
@@ -348,7 +349,7 @@ def test_it_says_when_a_run_started_in_a_spare_sandbox(viewer_client, search, de
 def test_it_shows_masked_params_only(viewer_client, search, developer):
     run = make_run(search, developer, params={"query": "x", "api_key": "sk-hidden-7"})
     html = viewer_client.get(reverse("run", args=[run.pk])).content.decode()
-    assert execute.MASK in html and "sk-hidden-7" not in html
+    assert run_start.MASK in html and "sk-hidden-7" not in html
 
 
 def test_it_marks_a_run_with_a_dead_worker_lost_when_shown(
@@ -547,7 +548,7 @@ def test_the_history_reaps_runs_whose_worker_died(viewer_client, search, develop
 
 def test_optional_booleans_and_enums_read_the_same_when_unset(make_tool):
     from tools_app.forms.runs import NOT_SET, RunForm
-    from tools_app.runs.execute import manifest_of
+    from tools_app.runs.setup import manifest_of
 
     tool = make_tool(
         "flags",

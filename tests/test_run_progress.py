@@ -24,6 +24,7 @@ from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner import SUCCEEDED, Limits, RunRequest, run
 from tools_app.runs import execute as run_execute
 from tools_app.runs import progress
+from tools_app.runs import start as run_start
 from tools_app.runs.progress import BadProgress, Progress
 
 FAST = Limits(timeout=20, grace_seconds=1)
@@ -211,7 +212,7 @@ def test_a_bash_tool_sends_counts_as_json_lines_on_fd_3(tmp_path: Path) -> None:
 
 def start(tool_name: str, params: dict, via: str = RunVia.COMMAND, token=None) -> Run:
     tool = Tool.objects.get(name=tool_name)
-    return run_execute.start_run(
+    return run_start.start_run(
         tool.published_version, params, actor=Actor(token=token) if token else Actor.system(),
         via=via, enqueue=False,
     )  # fmt: skip
@@ -281,7 +282,7 @@ def test_a_tool_sending_nonsense_keeps_its_run_its_text_and_its_good_counts(make
 
 def counted_run(developer, make_tool, progress_value=None, total=None) -> Run:
     make_tool("slow", language="python")
-    run_row = run_execute.start_run(
+    run_row = run_start.start_run(
         Tool.objects.get(name="slow").published_version, {}, actor=Actor(user=developer),
         via=RunVia.BROWSER, enqueue=False,
     )  # fmt: skip

@@ -11,6 +11,7 @@ from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ def echo(make_tool):
 
 def queued(tool) -> Run:
     version = tool.versions.get()
-    return run_execute.start_run(
+    return start.start_run(
         version, {"name": "Ada"}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
 

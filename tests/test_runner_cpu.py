@@ -34,6 +34,7 @@ from tools_app.runner import (
     standby,
 )
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 HALF = Limits(timeout=120, grace_seconds=1, cpus=0.5)
 # 5 ms of CPU per 100 ms: the busy tools below hit it even on a machine loaded enough that
@@ -255,7 +256,7 @@ def test_the_run_page_shows_the_cpu_limit(
     source = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"
     tool = make_tool("cpu_shown", language="python", source=source)
 
-    queued = run_execute.start_run(
+    queued = start.start_run(
         tool.published_version, {}, actor=Actor(user=None), via=RunVia.BROWSER, enqueue=False
     )
     finished = run_execute.execute_run(queued.pk)
@@ -273,7 +274,7 @@ def test_the_run_page_says_when_a_run_had_no_cpu_limit(
     source = "def execute(tool_call_id, params, signal, on_update):\n    return {'content': []}\n"
     tool = make_tool("cpu_none", language="python", source=source)
 
-    queued = run_execute.start_run(
+    queued = start.start_run(
         tool.published_version, {}, actor=Actor(user=None), via=RunVia.BROWSER, enqueue=False
     )
     finished = run_execute.execute_run(queued.pk)

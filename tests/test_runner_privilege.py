@@ -37,6 +37,7 @@ from tools_app.runner import (
     teardown,
 )
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 ENTRY = {
     "typescript": "index.ts",
@@ -513,7 +514,7 @@ def test_the_run_page_and_system_check_say_why_a_root_worker_refuses(
     console_admin_client, make_tool, no_bwrap: None
 ) -> None:
     tool = make_tool("echo_tool", language="bash")
-    started = run_execute.start_run(
+    started = start.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     done = run_execute.execute_run(started.pk)

@@ -18,7 +18,9 @@ from tools_app.integrations.service import create_integration
 from tools_app.models import AuditEvent, Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import teardown
+from tools_app.runs import cancel, reaper, setup
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start as run_start
 
 pytestmark = pytest.mark.django_db
 
@@ -61,11 +63,11 @@ def start(tool, params, **kw) -> Run:
     kw.setdefault("actor", Actor.system())
     kw.setdefault("via", RunVia.COMMAND)
     kw.setdefault("enqueue", False)
-    return run_execute.start_run(tool.published_version, params, **kw)
+    return run_start.start_run(tool.published_version, params, **kw)
 
 
 def test_it_refuses_invalid_params_listing_every_problem(echo):
-    with pytest.raises(run_execute.InvalidParams) as caught:
+    with pytest.raises(run_start.InvalidParams) as caught:
         start(echo, {"count": "three", "colour": "red"})
 
     assert caught.value.errors == [
@@ -79,7 +81,7 @@ def test_it_refuses_invalid_params_listing_every_problem(echo):
 def test_it_masks_and_seals_sensitive_inputs(echo, developer):
     run = start(echo, {"name": "Ada", "key": "sk-live-123456"}, actor=Actor(user=developer))
 
-    assert run.params == {"name": "Ada", "key": run_execute.MASK, "count": 1}
+    assert run.params == {"name": "Ada", "key": run_start.MASK, "count": 1}
     assert run.status == RunStatus.QUEUED and run.user == developer
     assert "sk-live-123456" not in run.sealed_params
     assert json.loads(vault.decrypt(run.sealed_params)) == {"key": "sk-live-123456"}
@@ -150,13 +152,13 @@ def test_it_ignores_an_unknown_run():
 def test_it_cancels_a_queued_run_at_once(echo, developer):
     run = start(echo, {"name": "Ada", "key": "sk-live-123456"})
 
-    assert run_execute.cancel_run(run, Actor(user=developer)) is True
+    assert cancel.cancel_run(run, Actor(user=developer)) is True
 
     assert run.status == RunStatus.CANCELLED and run.finished_at is not None
     assert run.sealed_params == "" and run.result["isError"] is True
     assert run_execute.execute_run(run.pk) is None  # the task arrives later: nothing runs
     assert AuditEvent.objects.filter(action="run.cancel", target_id=str(run.pk)).exists()
-    assert run_execute.cancel_run(run, Actor(user=developer)) is False  # already ended
+    assert cancel.cancel_run(run, Actor(user=developer)) is False  # already ended
 
 
 def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
@@ -168,7 +170,7 @@ def test_it_stops_a_running_run_when_cancel_is_requested(make_tool):
         # Called in the supervising thread, like a cancel from another process would
         # land in the database.
         if not requested:
-            requested.append(run_execute.cancel_run(Run.objects.get(pk=run.pk), Actor.system()))
+            requested.append(cancel.cancel_run(Run.objects.get(pk=run.pk), Actor.system()))
 
     run = run_execute.execute_run(run.pk, on_progress=cancel_on_first_update)
 
@@ -248,7 +250,7 @@ def test_it_fails_a_run_whose_integration_is_missing(make_tool, demo_types):
 
     assert run.status == RunStatus.FAILED
     assert "integration 'demo' is not configured" in run.error
-    assert run.result == run_execute.error_result(run.error)
+    assert run.result == setup.error_result(run.error)
 
 
 def test_it_fails_a_run_whose_sealed_inputs_cannot_be_decrypted(echo, settings):
@@ -277,7 +279,7 @@ def test_it_reaps_runs_whose_heartbeat_stopped(echo, settings):
     stale = _running(echo, beat_age=31)
     fresh = _running(echo, beat_age=5)
 
-    assert run_execute.reap_lost_runs() == 1
+    assert reaper.reap_lost_runs() == 1
 
     stale.refresh_from_db()
     fresh.refresh_from_db()
@@ -285,7 +287,7 @@ def test_it_reaps_runs_whose_heartbeat_stopped(echo, settings):
     assert "stopped answering" in stale.error and stale.result["isError"] is True
     assert fresh.status == RunStatus.RUNNING
     assert AuditEvent.objects.filter(action="run.lost", actor="system").count() == 1
-    assert run_execute.reap_lost_runs() == 0
+    assert reaper.reap_lost_runs() == 0
 
 
 def test_it_finds_stale_and_unclaimed_runs_on_the_queryset(echo):
@@ -310,8 +312,8 @@ def test_it_finds_stale_and_unclaimed_runs_on_the_queryset(echo):
 
 def test_it_reaps_a_stale_run_when_someone_looks_at_it(echo, settings):
     settings.RUN_LOST_AFTER_SECONDS = 3
-    assert run_execute.reap_if_stale(_running(echo, beat_age=10)).status == RunStatus.LOST
-    assert run_execute.reap_if_stale(_running(echo, beat_age=1)).status == RunStatus.RUNNING
+    assert reaper.reap_if_stale(_running(echo, beat_age=10)).status == RunStatus.LOST
+    assert reaper.reap_if_stale(_running(echo, beat_age=1)).status == RunStatus.RUNNING
 
 
 def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settings):
@@ -319,7 +321,7 @@ def test_it_lets_a_reaped_run_that_was_alive_report_its_real_ending(echo, settin
     settings.RUN_LOST_AFTER_SECONDS = 0
 
     def reap_meanwhile(content):
-        run_execute.reap_lost_runs()
+        reaper.reap_lost_runs()
 
     run = run_execute.execute_run(run.pk, on_progress=reap_meanwhile)
 
@@ -370,7 +372,7 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
     sync_tools(REPO / "seed" / "tools")
     version = Tool.objects.get(name="email_db").published_version
 
-    run = run_execute.start_run(
+    run = run_start.start_run(
         version,
         {"sql": "select count(*) as n from messages"},
         actor=Actor.system(),
@@ -391,7 +393,7 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
         "with doomed as (select 1) delete from messages": "email_db is read-only",
     }
     for sql, message in refusals.items():
-        write = run_execute.start_run(
+        write = run_start.start_run(
             version, {"sql": sql}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
         )
         write = run_execute.execute_run(write.pk)
@@ -412,5 +414,5 @@ def test_it_parses_each_unsaved_version_for_itself(db):
         ToolVersion(toolmd=tool_files(name)["TOOL.md"].decode(), manifest={}, files={})
         for name in ("first_tool", "second_tool")
     )
-    assert run_execute.manifest_of(first).name == "first_tool"
-    assert run_execute.manifest_of(second).name == "second_tool"
+    assert setup.manifest_of(first).name == "first_tool"
+    assert setup.manifest_of(second).name == "second_tool"

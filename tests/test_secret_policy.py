@@ -26,6 +26,7 @@ from tools_app.models import AuditEvent, Integration, Run, ToolVersion
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.runner import isolation_level
 from tools_app.runs import execute as run_execute
+from tools_app.runs import start
 
 pytestmark = pytest.mark.django_db
 
@@ -64,9 +65,7 @@ def probe(apify) -> tuple[ToolVersion, ToolVersion]:
 
 
 def real_run(version: ToolVersion, *, user=None, via: str = RunVia.BROWSER, token=None) -> Run:
-    run = run_execute.start_run(
-        version, {}, actor=Actor(user=user, token=token), via=via, enqueue=False
-    )
+    run = start.start_run(version, {}, actor=Actor(user=user, token=token), via=via, enqueue=False)
     finished = run_execute.execute_run(run.pk)
     assert finished is not None and finished.status == RunStatus.SUCCEEDED, finished.result
     return finished
@@ -144,9 +143,7 @@ def test_the_policy_is_decided_when_the_run_starts(probe, developer, console_adm
     _published, draft = probe
     apify = Integration.objects.get(slug="apify")
     set_allow_test_runs(apify, True, actor=Actor(user=console_admin))
-    run = run_execute.start_run(
-        draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
-    )
+    run = start.start_run(draft, {}, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False)
     set_allow_test_runs(apify, False, actor=Actor(user=console_admin))
 
     assert said(run_execute.execute_run(run.pk)) == "APIFY_TOKEN unset"
@@ -304,7 +301,7 @@ def test_a_withheld_integration_binds_no_path_either(tmp_path, developer):
     params = {"path": str(shared / "archive.txt")}
 
     def read(version):
-        run = run_execute.start_run(
+        run = start.start_run(
             version, params, actor=Actor(user=developer), via=RunVia.BROWSER, enqueue=False
         )
         return said(run_execute.execute_run(run.pk))

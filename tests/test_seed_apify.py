@@ -23,7 +23,7 @@ from tools_app.integrations.service import create_integration
 from tools_app.manifest import toolmd
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 SEED = Path(__file__).resolve().parents[1] / "seed" / "tools"
 APIFY_TOOLS = ("apify_run_actor", "apify_get_run", "apify_get_dataset_items")
@@ -103,7 +103,7 @@ def _publish_against(fake: FakeApify, name: str) -> Tool:
 
 
 def _run(tool: Tool, params: dict) -> Run:
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
     )
     return execute.execute_run(run.pk)

@@ -30,7 +30,9 @@ from tools_app.catalog.versions import save_version
 from tools_app.integrations.service import create_integration
 from tools_app.models import Run, Tool
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import artifacts as run_artifacts
+from tools_app.runs import cancel
+from tools_app.runs import start as run_start
 
 SEED = Path(__file__).resolve().parents[1] / "seed" / "tools"
 CHROMIUM = "/usr/bin/chromium"
@@ -162,7 +164,7 @@ def browser_tool(worker, chromium) -> Tool:
 
 
 def start(tool: Tool, params: dict) -> Run:
-    return execute.start_run(tool.published_version, params, actor=Actor.system(), via=RunVia.API)
+    return run_start.start_run(tool.published_version, params, actor=Actor.system(), via=RunVia.API)
 
 
 def call(tool: Tool, params: dict, worker) -> Run:
@@ -217,7 +219,7 @@ def test_it_saves_a_screenshot_as_a_png_artifact(browser_tool, pages, worker):
     assert run.status == RunStatus.SUCCEEDED, run.result
     assert "as the run artifact screenshot-tab" in text(run) and " px, " in text(run)
     artifact = run.artifacts.get(name__endswith=".png")
-    with execute.open_artifact(artifact) as f:
+    with run_artifacts.open_artifact(artifact) as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
@@ -274,7 +276,7 @@ def test_cancel_stops_a_navigation_that_never_finishes(browser_tool, pages, work
     while not run.updates.filter(content__icontains="navigating to").exists():
         assert time.monotonic() < deadline, Run.objects.get(pk=run.pk).result
         time.sleep(0.1)
-    assert execute.cancel_run(Run.objects.get(pk=run.pk), Actor.system())
+    assert cancel.cancel_run(Run.objects.get(pk=run.pk), Actor.system())
     run = wait_for_run(run.pk, FINISHED, timeout=60, worker=worker)
     assert run.status == RunStatus.CANCELLED
     # The browser is still usable.

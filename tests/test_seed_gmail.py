@@ -34,7 +34,7 @@ from tools_app.models.egress import EgressException
 from tools_app.models.oauth import OAuthConnection, OAuthState
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import FAILED
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 SEED = Path(__file__).resolve().parents[1] / "seed" / "tools" / "gmail"
 DATA = Path(__file__).resolve().parent / "data" / "gmail"
@@ -296,7 +296,7 @@ def gmail(settings, fernet_keys) -> Iterator[FakeGmail]:  # noqa: F811
 
 def run_gmail(params: dict[str, Any]) -> Run:
     tool = Tool.objects.get(name="gmail")
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, params, actor=Actor.system(), via=RunVia.API, enqueue=False
     )
     return execute.execute_run(run.pk)
@@ -681,7 +681,7 @@ def test_it_runs_through_the_celery_worker_with_an_admins_egress_exception(worke
         connect_google()
         save_version("gmail", _tool_files(fake), actor=Actor.system(), publish=True)
         tool = Tool.objects.get(name="gmail")
-        run = execute.start_run(
+        run = start.start_run(
             tool.published_version,
             {"operation": "get_message", "message_id": "18e4c1d2a7b3f907"},
             actor=Actor.system(),

@@ -21,7 +21,7 @@ from tests.worker_fixtures import worker_database_url
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import RunArtifact
-from tools_app.runs import execute as run_execute
+from tools_app.runs import artifacts as run_artifacts
 
 MANAGE = [sys.executable, str(REPO / "manage.py")]
 
@@ -149,7 +149,7 @@ def test_tool_input_dirs_let_convert_audio_to_mp3_read_a_file_outside_its_folder
     assert f"Converted {recordings / 'meeting.wav'} to MP3." in text_of(done)
     artifact = RunArtifact.objects.get(name="meeting.mp3")
     # Artifacts are kept in the database (CONSOLE_ARTIFACT_STORAGE's default).
-    with run_execute.open_artifact(artifact) as stored:
+    with run_artifacts.open_artifact(artifact) as stored:
         mp3 = stored.read()
     assert mp3[:3] == b"ID3" and artifact.size == len(mp3)
     assert (recordings / "meeting.wav").exists() and not (recordings / "meeting.mp3").exists()

@@ -17,14 +17,14 @@ from tests.conftest import REPO, tool_files
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import execute
+from tools_app.runs import start
 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_beats_reaper_entry_marks_a_dead_workers_run_lost(worker, make_tool):
     tool = make_tool("quick", language="python")
-    run = execute.start_run(
+    run = start.start_run(
         tool.published_version, {}, actor=Actor.system(), via=RunVia.COMMAND, enqueue=False
     )
     # What a worker killed an hour ago leaves behind: running, its heartbeat long gone.

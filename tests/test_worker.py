@@ -15,7 +15,8 @@ from tools_app.models import Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
 from tools_app.runner import isolation_level
-from tools_app.runs import execute as run_execute
+from tools_app.runs import cancel
+from tools_app.runs import start as run_start
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -52,7 +53,7 @@ SECONDS = {"seconds": {"type": "number", "description": "How long to sleep."}}
 
 
 def start(tool, params=None, **kw) -> Run:
-    return run_execute.start_run(
+    return run_start.start_run(
         tool.published_version, params or {}, actor=Actor.system(), via=RunVia.COMMAND, **kw
     )
 
@@ -67,7 +68,7 @@ def test_it_runs_a_typescript_tool_end_to_end(worker, make_tool):
         },
     )
     run = start(tool, {"name": "Ada", "key": "k-123456"})
-    assert run.sealed_params and run.params["key"] == run_execute.MASK
+    assert run.sealed_params and run.params["key"] == run_start.MASK
 
     run = wait_for_run(run.pk, FINISHED, worker=worker)
 
@@ -136,7 +137,7 @@ def test_it_runs_a_second_run_while_one_is_running(worker, make_tool):
 
     assert quick_run.status == RunStatus.SUCCEEDED
     assert Run.objects.get(pk=long_run.pk).status == RunStatus.RUNNING
-    run_execute.cancel_run(long_run, Actor.system())
+    cancel.cancel_run(long_run, Actor.system())
     assert wait_for_run(long_run.pk, FINISHED, worker=worker).status == RunStatus.CANCELLED
 
 
@@ -156,7 +157,7 @@ def test_it_kills_a_tool_that_ignores_cancel_after_the_grace_period(worker, make
     while not run.updates.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
 
-    run_execute.cancel_run(run, Actor.system())
+    cancel.cancel_run(run, Actor.system())
     run = wait_for_run(run.pk, FINISHED, worker=worker)
 
     assert run.status == RunStatus.CANCELLED

@@ -1,4 +1,4 @@
-"""Celery tasks: thin wrappers, the work is in tools_app.runs.execute.
+"""Celery tasks: thin wrappers, the work is in tools_app.runs (start.py, execute.py, reaper.py).
 
 Results are ignored (the Run row is the record). Acknowledged before they run
 (CELERY_TASK_ACKS_LATE = False) and claimed with a conditional UPDATE, so a tool never runs
@@ -9,18 +9,18 @@ from __future__ import annotations
 from celery import shared_task
 
 from tools_app.integrations.oauth import refresh_due
-from tools_app.runs import execute
+from tools_app.runs import execute, reaper, start
 
 
-@shared_task(name=execute.EXECUTE_RUN_TASK, ignore_result=True)
+@shared_task(name=start.EXECUTE_RUN_TASK, ignore_result=True)
 def execute_run(run_id: str) -> None:
     execute.execute_run(run_id, reload=False)
 
 
 @shared_task(name="tools_app.tasks.reap_lost_runs", ignore_result=True)
 def reap_lost_runs() -> int:
-    execute.prune_worker_heartbeats()
-    return execute.reap_lost_runs()
+    reaper.prune_worker_heartbeats()
+    return reaper.reap_lost_runs()
 
 
 @shared_task(name="tools_app.tasks.refresh_oauth_tokens", ignore_result=True)

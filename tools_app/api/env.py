@@ -25,7 +25,7 @@ from tools_app.integrations.errors import IntegrationError
 from tools_app.integrations.policy import secret_access
 from tools_app.models.runs import RunVia
 from tools_app.models.tokens import Scope
-from tools_app.runs import execute
+from tools_app.runs import setup
 
 router = Router(tags=["env"], auth=TokenAuth(Scope.SECRETS_READ))
 
@@ -71,7 +71,7 @@ def env(request: HttpRequest) -> JsonResponse:
     slugs: list[str] = []
     for name in names:
         version = visible_tool(name).published_version
-        manifest = execute.manifest_of(version)
+        manifest = setup.manifest_of(version)
         access = secret_access(version, manifest.integrations, user=None, via=RunVia.API)
         slugs += [s for s in access.granted if s not in slugs]
     try:

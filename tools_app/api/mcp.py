@@ -5,9 +5,9 @@ mounts `asgi_app` next to Django. Each HTTP request to /mcp carries an agent tok
 (`Authorization: Bearer ...`, the API's tokens: hashed, scoped, revocable); `tools/list`
 needs `registry:read`, `tools/call` needs `tools:invoke`.
 
-A call goes through tools_app.runs.execute exactly like the API's invoke (run record with
-via=mcp, Celery, redaction, secret policy); this module then follows the run in the
-database: each stored update becomes a `notifications/progress` when the client sent a
+A call goes through tools_app.runs (start.py, execute.py) exactly like the API's invoke
+(run record with via=mcp, Celery, redaction, secret policy); this module then follows the run
+in the database: each stored update becomes a `notifications/progress` when the client sent a
 progress token (with the tool's own progress/total when it sent them), and the run's
 result becomes the CallToolResult. When the client cancels
 (`notifications/cancelled`, or closing the request's stream) the SDK cancels the handler,
@@ -55,7 +55,9 @@ from tools_app.manifest import schema, toolmd
 from tools_app.models import Run, RunUpdate, Tool
 from tools_app.models.runs import FINISHED, RunVia
 from tools_app.models.tokens import Scope
-from tools_app.runs import execute
+from tools_app.runs import cancel as run_cancel
+from tools_app.runs import setup
+from tools_app.runs import start as run_start
 
 logger = logging.getLogger("tools_app.mcp")
 
@@ -168,7 +170,7 @@ def start(name: str, arguments: dict[str, Any], token: Any, ip: str | None) -> R
     if tool is None or tool.published_version is None:
         raise MCPError(types.INVALID_PARAMS, f"no published tool is named {name[:100]!r}")
     check_arguments(tool.published_version, arguments)
-    return execute.start_run(
+    return run_start.start_run(
         tool.published_version, arguments, actor=Actor(token=token, ip=ip), via=RunVia.MCP
     )
 
@@ -180,7 +182,7 @@ def check_arguments(version: Any, arguments: dict[str, Any]) -> None:
         nesting.check(arguments, "params")
     except nesting.TooDeep as exc:
         raise MCPError(types.INVALID_PARAMS, str(exc), {"path": exc.path}) from None
-    size = params_size(execute.manifest_of(version), arguments)
+    size = params_size(setup.manifest_of(version), arguments)
     if size > MAX_PARAMS_BYTES:
         message = f"the arguments are {size} bytes of JSON; the limit is {MAX_PARAMS_BYTES} bytes"
         raise MCPError(types.INVALID_PARAMS, message, {"limit": MAX_PARAMS_BYTES, "size": size})
@@ -204,7 +206,7 @@ def news(run_id: Any, after: int) -> tuple[str, dict | None, list[Update]]:
 def cancel(run_id: Any, token: Any, ip: str | None) -> None:
     run = Run.objects.select_related("tool").get(pk=run_id)
     if not run.is_finished:
-        execute.cancel_run(run, Actor(token=token, ip=ip))
+        run_cancel.cancel_run(run, Actor(token=token, ip=ip))
 
 
 def update_text(content: Any) -> str | None:
@@ -293,7 +295,7 @@ def cancel_noted(token: Any, request_id: Any, ip: str | None) -> int:
         except (ValueError, ValidationError, DjangoValidationError):
             continue
         if run is not None and not run.is_finished:
-            cancelled += execute.cancel_run(run, Actor(token=token, ip=ip))
+            cancelled += run_cancel.cancel_run(run, Actor(token=token, ip=ip))
     return cancelled
 
 
@@ -312,7 +314,7 @@ async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
     ip = current_ip.get()
     try:
         run = await in_thread(start, params.name, params.arguments or {}, token, ip)
-    except execute.InvalidParams as exc:
+    except run_start.InvalidParams as exc:
         # A tool error, not a protocol error, so the model sees it and can correct itself.
         text = "Invalid arguments:\n" + "\n".join(exc.errors)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)

@@ -28,7 +28,8 @@ from tools_app.manifest.limits import MAX_VERSION
 from tools_app.models import Run, RunArtifact, RunUpdate
 from tools_app.models.runs import FINISHED, RunVia
 from tools_app.models.tokens import Scope
-from tools_app.runs import execute
+from tools_app.runs import artifacts as run_artifacts
+from tools_app.runs import cancel, reaper, setup, start
 from tools_app.views.runs import artifact_response
 
 router = Router(tags=["runs"], auth=TokenAuth(Scope.TOOLS_INVOKE))
@@ -130,17 +131,17 @@ def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
         version = tool.published_version
     params = {} if body.params is None else body.params
     # (NestingParser already refused params nested too deep for json.dumps to count.)
-    size = params_size(execute.manifest_of(version), params)
+    size = params_size(setup.manifest_of(version), params)
     if size > MAX_PARAMS_BYTES:
         raise too_large("params", size, MAX_PARAMS_BYTES)
     try:
-        run = execute.start_run(
+        run = start.start_run(
             version,
             params,
             actor=Actor.from_request(request, token=request.auth),
             via=RunVia.API,
         )
-    except execute.InvalidParams as exc:
+    except start.InvalidParams as exc:
         raise ApiError(422, "invalid params", exc.errors) from None
     url = reverse("api:run", kwargs={"run_id": str(run.pk)})
     response = JsonResponse({"run": str(run.pk), "status": run.status, "url": url}, status=202)
@@ -161,7 +162,7 @@ def _own_run(request: HttpRequest, run_id: str) -> Run:
     )
     if run is None:
         raise ApiError(404, "unknown run", "no run with this id was started by this token")
-    return execute.reap_if_stale(run)
+    return reaper.reap_if_stale(run)
 
 
 def _news_probe(run: Run, after: int) -> Callable[[], bool]:
@@ -276,7 +277,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> dict[str, Any]:
     run = _own_run(request, run_id)
     if run.is_finished:
         raise ApiError(409, "run already ended", {"status": run.status})
-    execute.cancel_run(run, Actor.from_request(request, token=request.auth))
+    cancel.cancel_run(run, Actor.from_request(request, token=request.auth))
     return {"run": str(run.pk), "status": run.status, "cancel_requested": run.cancel_requested}
 
 
@@ -293,7 +294,7 @@ def run_artifact(request: HttpRequest, run_id: str, artifact_id: int) -> HttpRes
     if not run.can_download(Actor.from_request(request, token=request.auth)):
         raise ApiError(403, "forbidden", "only the run's own token may download its artifacts")
     artifact = RunArtifact.objects.filter(run=run, pk=artifact_id).first()
-    content = execute.open_artifact(artifact) if artifact is not None else None
+    content = run_artifacts.open_artifact(artifact) if artifact is not None else None
     if artifact is None or content is None:
         raise ApiError(404, "unknown artifact", None)
     return artifact_response(artifact, content)

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from tools_app.egress import config
+from tools_app.egress import config as egress_config
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.integrations.fields import fields_of
 from tools_app.integrations.types import FieldSpec, integration_types
@@ -39,9 +39,9 @@ def validation_context() -> ValidationContext:
         console_ports=console_ports(),
         network_allow=settings.TOOL_NETWORK_ALLOW,
         dns=settings.TOOL_DNS,
-        admin_entries=_Later(config.admin_entries),
+        admin_entries=_Later(egress_config.admin_entries),
         integration_urls=_LaterMap(
-            lambda: config.integration_urls(i for i in integrations() if i.enabled)
+            lambda: egress_config.integration_urls(i for i in integrations() if i.enabled)
         ),
         integration_fields=_LaterMap(fields),
     )

@@ -42,7 +42,7 @@ class RunQuerySet(models.QuerySet):
 
     def stale(self, cutoff: datetime) -> RunQuerySet:
         """Running runs whose worker last beat (or, never having beaten, started) before
-        `cutoff`: their worker died (tools_app/runs/execute.py reaps them)."""
+        `cutoff`: their worker died (tools_app/runs/reaper.py reaps them)."""
         return self.filter(
             Q(status=RunStatus.RUNNING)
             & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff))

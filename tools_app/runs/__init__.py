@@ -1,2 +1,3 @@
-"""Tool runs: start, execute, cancel and reap them (execute.py), what a run is given
-(setup.py) and its progress (runs/progress.py)."""
+"""Tool runs: start them (start.py), execute them in the worker (execute.py), cancel
+(cancel.py) and reap them (reaper.py); their artifacts (runs/artifacts.py), what a run is
+given (setup.py) and its progress (runs/progress.py)."""

@@ -1,28 +1,18 @@
-"""Tool runs: start, execute, cancel and reap them. No HTTP here.
+"""Executing a run in the worker. No HTTP here.
 
-Views, the agent API, `run_tool` and (later) MCP all go through these functions:
-
-- start_run() validates params, stores a queued Run (sensitive inputs masked in `params`,
-  their values encrypted in `sealed_params`) and queues the Celery task once the
-  transaction commits;
-- execute_run() claims a queued run with one conditional UPDATE (so a message delivered
-  twice never runs a tool twice), runs it through tools_app.runner while a supervisor loop
-  in the calling thread stores progress, beats the heartbeat and watches for cancel, then
-  stores the outcome. The Celery task and `run_tool` both call it;
-- cancel_run() cancels a queued run at once, or asks the worker to stop a running one;
-- reap_lost_runs() marks running runs whose heartbeat stopped as `lost`, and re-sends
-  queued runs no worker claimed within RUN_QUEUED_TIMEOUT_SECONDS, then marks them lost.
+execute_run() claims a queued run with one conditional UPDATE (so a message delivered
+twice never runs a tool twice), runs it through tools_app.runner while a supervisor loop
+in the calling thread stores progress, beats the heartbeat and watches for cancel, then
+stores the outcome. The Celery task and `run_tool` both call it; a kind: http tool's
+request is made by tools_app/http_tools/execute.py under the same supervisor.
 
 Every database write happens in the thread that called execute_run(): the runner runs in
 a helper thread and talks to it through a queue. One thread, one connection, and tests
-wrapped in a transaction see what the run wrote.
-"""
+wrapped in a transaction see what the run wrote."""
 
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import logging
 import os
 import queue
@@ -32,42 +22,42 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from celery import current_app
 from django.conf import settings
-from django.core.cache import caches
-from django.core.files import File
-from django.core.files.storage import storages
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from tools_app import runner
-from tools_app.audit import Actor, record
 from tools_app.catalog import bundle, presets
 from tools_app.checks import ConsoleWarning, warning_source
-from tools_app.egress import config
+from tools_app.egress import config as egress_config
 from tools_app.http_tools import execute as http_execute
 from tools_app.integrations import vault
 from tools_app.integrations.environment import environment_for, readable_paths_for
 from tools_app.integrations.errors import IntegrationError
 from tools_app.integrations.paths import bindable
 from tools_app.integrations.policy import secret_access
-from tools_app.manifest import input_files, schema, toolmd
-from tools_app.manifest.toolmd import Manifest
-from tools_app.models import Run, RunArtifact, RunUpdate, Tool, ToolVersion
-from tools_app.models.runs import ArtifactStore, RunStatus, RunVia
+from tools_app.manifest import input_files
+from tools_app.models import Run, RunUpdate, Tool, ToolVersion
+from tools_app.models.runs import RunStatus
 from tools_app.models.tools import Language, decode_files
 from tools_app.runner import privilege, standby, teardown, tsstrip
 from tools_app.runs import progress
-from tools_app.runs.setup import RunSetupError, limits_for, work_dir
+from tools_app.runs.artifacts import keep_artifacts
+from tools_app.runs.setup import (
+    RunSetupError,
+    error_result,
+    limits_for,
+    manifest_of,
+    unseal,
+    work_dir,
+)
 
 logger = logging.getLogger("tools_app.runs")
 
-MASK = "••••••"
 # How often the supervisor looks for a cancel request: well inside the 6 s budget that
 # cancel has (the runner then gives the tool its grace period).
 CANCEL_POLL_SECONDS = 0.25
@@ -76,182 +66,12 @@ SENSITIVE_LABEL = "{{{{input.{name}}}}}"
 # At most this many tools' versions are stripped when a worker starts (warm_strip_cache).
 WARM_VERSIONS = 500
 WARM_CHUNK = 50
-
-# The name tools_app/tasks.py registers execute_run under (and the worker knows it by).
-EXECUTE_RUN_TASK = "tools_app.tasks.execute_run"
-
 STATUS_OF_OUTCOME = {
     "succeeded": RunStatus.SUCCEEDED,
     "failed": RunStatus.FAILED,
     "cancelled": RunStatus.CANCELLED,
     "timed_out": RunStatus.TIMED_OUT,
 }
-
-
-class InvalidParams(Exception):
-    """The params do not match the tool's inputs; `errors` lists every problem."""
-
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(errors))
-
-
-def error_result(message: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": message}], "isError": True}
-
-
-def manifest_of(version: ToolVersion) -> Manifest:
-    """The version's manifest with its inputs in TOOL.md order (the form's order, and the
-    order of "allowed: ..." in messages). The stored JSON loses that order on PostgreSQL
-    (jsonb sorts keys), so the manifest comes from the TOOL.md text.
-
-    Versions never change: each process keeps the parsed manifest (the "local" cache),
-    keyed by id and content hash. An unsaved stand-in (the editor's next draft) has
-    neither, so it is parsed each time."""
-    local = caches["local"]
-    key = f"manifest:{version.pk}:{version.sha256}" if version.pk else None
-    manifest = local.get(key) if key else None
-    if manifest is None:
-        parsed = toolmd.parse_toolmd(version.toolmd)
-        # A version stored under older, looser rules: trust the stored manifest.
-        manifest = parsed.manifest or Manifest.from_dict(version.manifest)
-        if key:
-            local.set(key, manifest, None)
-    return manifest
-
-
-# --------------------------------------------------------------------------------------
-# Start
-
-
-def start_run(
-    version: ToolVersion,
-    params: object,
-    *,
-    actor: Actor,
-    via: str,
-    timeout: float | None = None,
-    enqueue: bool = True,
-) -> Run:
-    """Validate `params` against the version's inputs and store a queued run.
-
-    Raises InvalidParams listing every problem. With `enqueue`, the Celery task is sent
-    when the surrounding transaction commits (a worker never looks for a row that is not
-    there yet); `run_tool` passes enqueue=False and calls execute_run() itself."""
-    manifest = manifest_of(version)
-    # A model (MCP) never fills a user-only input; a person or a program may.
-    model = via == RunVia.MCP
-    try:
-        preset = presets.for_run(version, manifest, user=actor.user, via=via)
-    except presets.PresetError as exc:
-        raise InvalidParams([str(exc)]) from None
-    if model:
-        # The model's own arguments: only what the model formats list. The presets it is
-        # then given are the console's, not the model's (checked with them below).
-        _own, errors = schema.validate_params(manifest, params, model=True)
-        if errors:
-            raise InvalidParams(errors)
-    given = params if isinstance(params, dict) else {}
-    from_preset = {n for n in preset.values if given.get(n) is None}
-    if isinstance(params, dict):
-        params = {**{n: preset.values[n] for n in from_preset}, **params}
-    filled, errors = schema.validate_params(manifest, params)
-    if errors:
-        raise InvalidParams(_say_withheld(errors, preset.withheld))
-    # Presets are read again when the run executes: never copied into the run record.
-    filled = {k: v for k, v in filled.items() if k not in from_preset}
-    shown, secret = split_sensitive(manifest, filled)
-    with transaction.atomic():
-        run = Run.objects.create(
-            tool=version.tool,
-            version=version,
-            via=via,
-            user=actor.user,
-            token=actor.token,
-            params=shown,
-            sealed_params=seal(secret),
-            timeout=timeout,
-            egress_allows=config.admin_entries() if reaches_out(manifest) else [],
-        )
-        record(
-            actor,
-            "run.start",
-            run,
-            summary=f"ran {version.tool.name} v{version.number} ({via})",
-            data={"tool": version.tool.name, "version": version.number, "via": via},
-        )
-        if enqueue:
-            transaction.on_commit(partial(enqueue_run, run.pk))
-    return run
-
-
-def _say_withheld(errors: list[str], withheld: tuple[presets.Withheld, ...]) -> list[str]:
-    """A required input left empty because its sensitive preset is withheld says so."""
-    why = {f"{w.name}: is required": w.reason for w in withheld}
-    return [
-        f"{e} (the tool's sensitive preset for it is withheld from this run: {why[e]})"
-        if e in why
-        else e
-        for e in errors
-    ]
-
-
-def split_sensitive(manifest: Manifest, params: dict[str, Any]) -> tuple[dict, dict]:
-    """(params with sensitive values masked, the sensitive values)."""
-    shown, secret = {}, {}
-    for name, value in params.items():
-        spec = manifest.inputs.get(name)
-        if spec is not None and spec.sensitive:
-            shown[name] = MASK
-            secret[name] = value
-        elif spec is not None and spec.type in input_files.FILE_TYPES:
-            # The bytes ride sealed until the run starts; the record keeps name and size.
-            shown[name] = input_files.summary(value)
-            secret[name] = value
-        else:
-            shown[name] = value
-    return shown, secret
-
-
-def seal(values: dict[str, Any]) -> str:
-    if not values:
-        return ""
-    token, _key_id = vault.encrypt(json.dumps(values))
-    return token
-
-
-def unseal(token: str) -> dict[str, Any]:
-    if not token:
-        return {}
-    try:
-        return json.loads(vault.decrypt(token, what="the run's sensitive inputs"))
-    except vault.VaultError as exc:
-        raise RunSetupError(str(exc)) from None
-
-
-def enqueue_run(run_id) -> None:
-    """Send the Celery task. A broker that refuses the message fails the run visibly
-    instead of leaving it queued forever. Sent by name, as `.delay` would send it: the
-    task (tools_app/tasks.py) calls into this module, which so never imports it."""
-    try:
-        current_app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], ignore_result=True)
-    except Exception as exc:
-        logger.exception("could not queue run %s", run_id)
-        message = (
-            "The run could not be queued: the task broker refused it "
-            f"({type(exc).__name__}). Check CELERY_BROKER_URL and that it is reachable."
-        )
-        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-            status=RunStatus.FAILED,
-            error=message,
-            result=error_result(message),
-            sealed_params="",
-            finished_at=timezone.now(),
-        )
-
-
-# --------------------------------------------------------------------------------------
-# Execute
 
 
 def worker_name() -> str:
@@ -419,11 +239,6 @@ def _execute(
     _finish(run, outcome, [*notices, *supervisor.notices])
 
 
-def reaches_out(manifest: Manifest) -> bool:
-    """Whether a run of it makes connections the egress policy judges."""
-    return manifest.kind == "http" or manifest.network
-
-
 def tool_policy(slugs: tuple[str, ...] | list[str], admin_entries: list[str] | None = None):
     """The egress policy of a run: the settings' allow list, the System page's exceptions
     (`admin_entries`, the run's copy; None reads them) and the URLs of the integrations
@@ -431,7 +246,7 @@ def tool_policy(slugs: tuple[str, ...] | list[str], admin_entries: list[str] | N
     from tools_app.egress import policy as egress_policy
 
     try:
-        return config.tool_policy(slugs, admin_entries)
+        return egress_config.tool_policy(slugs, admin_entries)
     except egress_policy.PolicyError as exc:
         raise RunSetupError(f"The egress policy is invalid: {exc}") from None
 
@@ -651,7 +466,7 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
             finished_at=timezone.now(),
         )
         if updated:
-            _keep_artifacts(run, outcome.artifacts)
+            keep_artifacts(run, outcome.artifacts)
         else:
             logger.warning("run %s ended elsewhere meanwhile; its outcome is dropped", run.pk)
 
@@ -680,23 +495,6 @@ def isolation_warnings() -> list[ConsoleWarning]:
     ]
 
 
-def _keep_artifacts(run: Run, artifacts: list[runner.Artifact]) -> None:
-    """Store the runner's artifact files where every web server can read them, whichever
-    machine ran the tool: in the database, or in storages["artifacts"] when
-    CONSOLE_ARTIFACT_STORAGE names one. One at a time, so a worker holds at most one
-    file (10 MiB) in memory. Storage names are numbered, never the name the tool chose."""
-    use_storage = settings.ARTIFACT_STORAGE != "database"
-    for index, artifact in enumerate(artifacts, start=1):
-        row = RunArtifact(run=run, name=artifact.name[-255:], size=artifact.size)
-        if use_storage:
-            with open(artifact.path, "rb") as data:
-                row.path = storages["artifacts"].save(f"runs/{run.pk}/{index:04d}", File(data))
-            row.store = ArtifactStore.STORAGE
-        else:
-            row.content = artifact.path.read_bytes()
-        row.save(force_insert=True)
-
-
 def _finish_without_tool(run: Run, message: str) -> None:
     """The tool never ran (or the console broke around it): a failed run with the reason."""
     Run.objects.filter(pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.LOST)).update(
@@ -705,199 +503,3 @@ def _finish_without_tool(run: Run, message: str) -> None:
         result=error_result(message),
         finished_at=timezone.now(),
     )
-
-
-def open_artifact(artifact: RunArtifact) -> IO[bytes] | None:
-    """An artifact's bytes wherever they are stored, or None if they are gone."""
-    if artifact.store == ArtifactStore.DATABASE:
-        content = RunArtifact.objects.content_of(artifact.pk)
-        return io.BytesIO(content) if content is not None else None
-    if artifact.store == ArtifactStore.STORAGE:
-        if settings.ARTIFACT_STORAGE == "database" or not artifact.path:
-            return None
-        try:
-            return storages["artifacts"].open(artifact.path, "rb")
-        except (OSError, ValueError):  # missing, or a name the storage refuses
-            return None
-    path = artifact_file(artifact)
-    return open(path, "rb") if path is not None else None  # noqa: SIM115 (the caller closes)
-
-
-def artifact_file(artifact: RunArtifact) -> Path | None:
-    """The file of an artifact kept before 0006 (store `file`), or None if it is missing
-    or would lie outside ARTIFACTS_PATH."""
-    root = Path(settings.ARTIFACTS_PATH).resolve()
-    path = (root / artifact.path).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        return None
-    return path
-
-
-# --------------------------------------------------------------------------------------
-# Cancel and reap
-
-
-def cancel_run(run: Run, actor: Actor) -> bool:
-    """Cancel a queued run at once; ask the worker to stop a running one (it polls the
-    flag every CANCEL_POLL_SECONDS, then the tool gets its grace period). Returns whether
-    anything changed; `run` is refreshed."""
-    now = timezone.now()
-    message = f"Cancelled by {actor.label} before it started."
-    changed = bool(
-        Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
-            status=RunStatus.CANCELLED,
-            cancel_requested=True,
-            sealed_params="",
-            result=error_result(message),
-            finished_at=now,
-        )
-    )
-    if not changed:
-        changed = bool(
-            Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
-                cancel_requested=True
-            )
-        )
-    if changed:
-        record(actor, "run.cancel", run, summary=f"cancelled a run of {run.tool.name}")
-    run.refresh_from_db()
-    return changed
-
-
-def _lost_cutoff():
-    return timezone.now() - timedelta(seconds=settings.RUN_LOST_AFTER_SECONDS)
-
-
-def reap_lost_runs(run_ids: list | None = None) -> int:
-    """What the periodic reaper does: running runs whose worker died turn `lost`, queued
-    runs no worker claimed are sent again, then turn `lost` (reap_unclaimed_runs).
-    Returns how many runs turned lost."""
-    return reap_dead_runs(run_ids) + reap_unclaimed_runs(run_ids)
-
-
-def reap_dead_runs(run_ids: list | None = None) -> int:
-    """Mark running runs whose heartbeat is older than RUN_LOST_AFTER_SECONDS as lost:
-    their worker died. Returns how many."""
-    cutoff = _lost_cutoff()
-    candidates = Run.objects.stale(cutoff)
-    if run_ids is not None:
-        candidates = candidates.filter(pk__in=run_ids)
-    reaped = 0
-    for run in candidates.select_related("tool").only("pk", "tool__name", "worker"):
-        message = (
-            "The worker running this tool stopped answering (no heartbeat for "
-            f"{settings.RUN_LOST_AFTER_SECONDS} s); the run is lost. Its side effects, if "
-            "any, are unknown: check before running it again."
-        )
-        # Conditional again: a heartbeat may have arrived since the SELECT.
-        if (
-            Run.objects.stale(cutoff)
-            .filter(pk=run.pk)
-            .update(
-                status=RunStatus.LOST,
-                error=message,
-                result=error_result(message),
-                finished_at=timezone.now(),
-            )
-        ):
-            reaped += 1
-            record(
-                Actor.system(),
-                "run.lost",
-                run,
-                summary=f"a run of {run.tool.name} lost its worker ({run.worker or 'unknown'})",
-            )
-    return reaped
-
-
-def _queued_cutoff():
-    return timezone.now() - timedelta(seconds=settings.RUN_QUEUED_TIMEOUT_SECONDS)
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 120 and seconds % 60 == 0:
-        return f"{int(seconds // 60)} minutes"
-    return f"{seconds:g} s"
-
-
-def reap_unclaimed_runs(run_ids: list | None = None) -> int:
-    """A queued run no worker claimed within RUN_QUEUED_TIMEOUT_SECONDS is sent again once
-    (its message may have been lost; a run is claimed once however often it is delivered);
-    still unclaimed a timeout later, it is marked lost with what to check. Returns how many
-    turned lost."""
-    cutoff = _queued_cutoff()
-    candidates = Run.objects.unclaimed(cutoff)
-    if run_ids is not None:
-        candidates = candidates.filter(pk__in=run_ids)
-    timeout = _duration(settings.RUN_QUEUED_TIMEOUT_SECONDS)
-    lost = 0
-    for run in candidates.select_related("tool").only("pk", "resent_at", "tool__name"):
-        if run.resent_at is None:
-            # Conditional: one reaper re-sends it, and only if still unclaimed.
-            if Run.objects.filter(
-                pk=run.pk, status=RunStatus.QUEUED, resent_at__isnull=True
-            ).update(resent_at=timezone.now()):
-                logger.warning("run %s not picked up within %s; sending it again", run.pk, timeout)
-                record(
-                    Actor.system(),
-                    "run.resend",
-                    run,
-                    summary=f"a run of {run.tool.name} waited {timeout} for a worker; sent again",
-                )
-                enqueue_run(run.pk)
-            continue
-        message = (
-            f"No worker picked this run up within {timeout}, nor within {timeout} after it "
-            "was sent again; is a worker running? An admin can check on the System page "
-            "(/system/). The tool did not run: start it again once a worker is up."
-        )
-        if Run.objects.filter(pk=run.pk, status=RunStatus.QUEUED, resent_at__lt=cutoff).update(
-            status=RunStatus.LOST,
-            error=message,
-            result=error_result(message),
-            sealed_params="",
-            finished_at=timezone.now(),
-        ):
-            lost += 1
-            record(
-                Actor.system(),
-                "run.lost",
-                run,
-                summary=f"a run of {run.tool.name} was never picked up by a worker",
-            )
-    return lost
-
-
-def prune_worker_heartbeats() -> int:
-    """Forget workers not seen for a day (a killed worker cannot remove its own row)."""
-    from tools_app.models import WorkerHeartbeat
-
-    cutoff = timezone.now() - timedelta(days=1)
-    return WorkerHeartbeat.objects.filter(seen_at__lt=cutoff).delete()[0]
-
-
-def reap_if_stale(run: Run) -> Run:
-    """Pages and the API call this on a run they show: even with no worker left to run the
-    periodic reaper, a dead run turns `lost` when someone looks at it."""
-    if run.status == RunStatus.RUNNING:
-        beat = run.heartbeat_at or run.started_at
-        if beat is not None and beat < _lost_cutoff() and reap_dead_runs([run.pk]):
-            run.refresh_from_db()
-    elif run.status == RunStatus.QUEUED:
-        # Likewise a queued run past its timeout is re-sent, then lost, when looked at.
-        waited_since = run.resent_at or run.created_at
-        if waited_since < _queued_cutoff():
-            reap_unclaimed_runs([run.pk])
-            run.refresh_from_db()
-    return run
-
-
-__all__ = [
-    "MASK",
-    "InvalidParams",
-    "RunVia",
-    "cancel_run",
-    "execute_run",
-    "reap_lost_runs",
-    "start_run",
-]

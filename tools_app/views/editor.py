@@ -49,7 +49,7 @@ from tools_app.manifest import staticcheck, toolmd
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.runs import execute
+from tools_app.runs import setup
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
 from tools_app.views.tools import get_tool_or_404, tool_header
@@ -299,7 +299,7 @@ def _panel_context(
     taken for its successor, which is not (it gets less, never more)."""
     if not bound:
         version = _next_draft(version)
-    manifest = execute.manifest_of(version)
+    manifest = setup.manifest_of(version)
     preset_access = presets.access(version, manifest, user=request.user, via=RunVia.BROWSER)
     withheld = frozenset(w.name for w in preset_access.withheld)
     kwargs = {"manifest": manifest, "preset": preset_access.filled, "withheld": withheld}

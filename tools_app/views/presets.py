@@ -26,7 +26,7 @@ from tools_app.http_tools.checks import read_samples
 from tools_app.models import Run, Tool, ToolPreset, ToolVersion
 from tools_app.models.runs import RunStatus
 from tools_app.roles import ADMIN, DEVELOPER, role_required
-from tools_app.runs import execute
+from tools_app.runs import setup
 from tools_app.views.tools import get_tool_or_404
 
 
@@ -38,7 +38,7 @@ def _latest(tool: Tool) -> ToolVersion:
 @role_required(ADMIN)
 def tool_presets(request: HttpRequest, name: str) -> HttpResponse:
     tool = get_tool_or_404(name)
-    manifest = execute.manifest_of(_latest(tool))
+    manifest = setup.manifest_of(_latest(tool))
     inputs = presets.presettable(manifest)
     form = PresetForm(request.POST or None, inputs=inputs)
     if request.method == "POST" and form.is_valid():

@@ -45,7 +45,8 @@ from tools_app.models import (
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.ops import health
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.runs import execute, progress
+from tools_app.runs import artifacts as run_artifacts
+from tools_app.runs import cancel, progress, reaper, setup, start
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.lists import render_list
 from tools_app.views.tools import get_tool_or_404, usable_integrations
@@ -70,7 +71,7 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
     go to its page."""
     tool = get_tool_or_404(name)
     version = _version_to_run(request, tool)
-    manifest = execute.manifest_of(version)
+    manifest = setup.manifest_of(version)
     again = _run_to_repeat(request, tool)
     last = again.params if again is not None else last_params(tool, request.user)
     if request.GET.get("defaults"):  # "Reset to defaults": the manifest's values only
@@ -130,10 +131,10 @@ def start_from_form(
         return None
     params = form.params() if isinstance(form, RunForm) else form.cleaned_data["params"]
     try:
-        return execute.start_run(
+        return start.start_run(
             version, params, actor=Actor.from_request(request), via=RunVia.BROWSER
         )
-    except execute.InvalidParams as exc:
+    except start.InvalidParams as exc:
         form.add_param_errors(exc.errors)
         return None
 
@@ -184,7 +185,7 @@ def _run_or_404(run_id: uuid.UUID) -> Run:
         ),
         pk=run_id,
     )
-    return execute.reap_if_stale(run)
+    return reaper.reap_if_stale(run)
 
 
 def seq_param(raw: str | None) -> int:
@@ -312,7 +313,7 @@ def run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     readable = can_read_output(request, run)
     updates = list(run.updates.all()) if readable else []
     context = live_context(request, run, updates, readable)
-    context["manifest"] = execute.manifest_of(run.version)
+    context["manifest"] = setup.manifest_of(run.version)
     # Shown the way agents send them: strings as they are, the rest as JSON (true, 3.5).
     context["params"] = [
         (name, value if isinstance(value, str) else shown_json(value, f"params.{name}", level=2))
@@ -354,7 +355,7 @@ def run_cancel(request: HtmxHttpRequest, run_id: uuid.UUID) -> HttpResponse:
     run = _run_or_404(run_id)
     if not may_cancel(request.user, run):
         raise PermissionDenied("Only the person who started a run, or an admin, can cancel it.")
-    execute.cancel_run(run, Actor.from_request(request))
+    cancel.cancel_run(run, Actor.from_request(request))
     if request.htmx:
         context = live_context(request, run, [])
         context["last_seq"] = seq_param(request.POST.get("after"))
@@ -372,7 +373,7 @@ def run_artifact(request: HttpRequest, run_id: uuid.UUID, artifact_id: int) -> F
         raise PermissionDenied(
             "Only the person who started this run, or an admin, may download its artifacts."
         )
-    content = execute.open_artifact(artifact)
+    content = run_artifacts.open_artifact(artifact)
     if content is None:
         raise Http404("The artifact's file is gone.")
     return artifact_response(artifact, content)
@@ -411,7 +412,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     """Every run, newest first, filtered by tool, status, person and how it was started."""
     # With every worker dead there is no periodic reaper either: the list reaps too, so it
     # never shows a dead run as running for long.
-    execute.reap_lost_runs()
+    reaper.reap_lost_runs()
     form = RunFilterForm(request.GET, tools=_tool_names(), people=_people())
     rows = None
     if form.is_valid():

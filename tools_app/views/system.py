@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
 from tools_app.audit import Actor, record
-from tools_app.egress import config
+from tools_app.egress import config as egress_config
 from tools_app.egress import policy as egress_policy
 from tools_app.forms.egress import EgressExceptionForm
 from tools_app.models import EgressException
@@ -32,7 +32,7 @@ def system(request: HttpRequest) -> HttpResponse:
 def _system_page(request: HttpRequest, form: EgressExceptionForm, status: int = 200):
     report = health.report()
     try:
-        policy = config.console_policy().summary()
+        policy = egress_config.console_policy().summary()
     except egress_policy.PolicyError as exc:
         policy = f"The egress policy is invalid: {exc}"
     context = {

@@ -29,16 +29,16 @@ class OpenApiError(ValueError):
 def fetch_document(url: str) -> bytes:
     """The document at `url`, fetched through the console's egress policy (a private or
     loopback address only where an exception allows it), at most MAX_DOCUMENT bytes."""
-    from tools_app.egress import client
+    from tools_app.egress import client as http_client
     from tools_app.egress.config import console_policy
 
     if not url.startswith(("https://", "http://")):
         raise OpenApiError(f"{url}: not an http(s) URL")
     try:
-        result = client.request(
+        result = http_client.request(
             "GET", url, max_body=MAX_DOCUMENT + 1, timeout=30, policy=console_policy()
         )
-    except client.HttpError as exc:
+    except http_client.HttpError as exc:
         raise OpenApiError(f"{url}: cannot be fetched: {exc}") from None
     if not result.ok:
         raise OpenApiError(f"{url}: the server answered {result.status}")

@@ -17,7 +17,7 @@ from tools_app.audit import Actor
 from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
-from tools_app.runs import execute
+from tools_app.runs import execute, start
 
 MAX_TIMEOUT = 24 * 3600
 
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         if timeout is not None and not 0 < timeout <= MAX_TIMEOUT:
             raise CommandError(f"--timeout must be between 0 and {MAX_TIMEOUT} s", returncode=2)
         try:
-            run = execute.start_run(
+            run = start.start_run(
                 version,
                 params,
                 actor=Actor.system(),
@@ -71,7 +71,7 @@ class Command(BaseCommand):
                 timeout=timeout,
                 enqueue=False,
             )
-        except execute.InvalidParams as exc:
+        except start.InvalidParams as exc:
             for error in exc.errors:
                 self.stderr.write(f"params: {error}")
             raise CommandError(
