@@ -1,6 +1,6 @@
 """The OAuth tests' authorization server: tests/oauth_server (django-oauth-toolkit) as a
 subprocess on 127.0.0.1:<free port>, its own SQLite file in tmp; and helpers to act as
-its user with requests."""
+its user with requests; and the console's side: an integration of it, connected."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ from pathlib import Path
 
 import pytest
 import requests
+from django.test import Client
+
+from tools_app.audit import Actor
+from tools_app.integrations import vault
+from tools_app.integrations.service import create_integration
+from tools_app.models import Integration, OAuthConnection
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC_URL = "https://console.test"
@@ -53,6 +59,11 @@ class OAuthServer:
         assert answer.status_code == 302, answer.text[:500]
         return answer.headers["Location"]
 
+    def expire(self, token: str) -> None:
+        """End an access token at the server only (tests/oauth_server/views.py:expire)."""
+        answer = requests.post(f"{self.url}/expire/", data={"token": token}, timeout=10)
+        assert answer.status_code == 200, answer.text
+
     def revoke(self, token: str) -> None:
         answer = requests.post(
             f"{self.url}/o/revoke_token/",
@@ -60,6 +71,45 @@ class OAuthServer:
             timeout=10,
         )
         assert answer.status_code == 200, answer.text
+
+
+def make(server: OAuthServer, slug: str = "provider", *, secret: str | None = None) -> Integration:
+    return create_integration(
+        slug,
+        "generic_oauth2",
+        actor=Actor.system(),
+        values={
+            "client_id": server.client_id,
+            "authorize_url": f"{server.url}/o/authorize/",
+            "token_url": f"{server.url}/o/token/",
+            "revocation_url": f"{server.url}/o/revoke_token/",
+            "userinfo_url": f"{server.url}/userinfo/",
+            "scopes": "read",
+            "api_url": f"{server.url}/api/",
+        },
+        secrets={"client_secret": secret or server.client_secret},
+    )
+
+
+def start(client: Client, server: OAuthServer, slug: str, user: str = "alice") -> str:
+    """Connect on the console, consent as `user`: the callback path the provider sends
+    the browser back to."""
+    answer = client.post(f"/integrations/{slug}/oauth/connect/")
+    assert answer.status_code == 302, answer.content[:300]
+    assert answer["Location"].startswith(f"{server.url}/o/authorize/")
+    assert "code_challenge_method=S256" in answer["Location"]
+    back = server.consent(server.user(user), answer["Location"])
+    assert back.startswith(REDIRECT_URI)
+    return back[len(PUBLIC_URL) :]
+
+
+def connect(client: Client, server: OAuthServer, slug: str, user: str = "alice"):
+    return client.get(start(client, server, slug, user), follow=True)
+
+
+def tokens(slug: str) -> tuple[str, str]:
+    conn = OAuthConnection.objects.get(integration__slug=slug)
+    return vault.decrypt(conn.access_ciphertext), vault.decrypt(conn.refresh_ciphertext)
 
 
 def _free_port() -> int:

@@ -18,7 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tests import oauth_support
-from tests.oauth_support import PUBLIC_URL, REDIRECT_URI, OAuthServer
+from tests.oauth_support import PUBLIC_URL, connect, make, start, tokens
 from tools_app.audit import Actor
 from tools_app.integrations import oauth, vault
 from tools_app.integrations.environment import environment_for
@@ -32,45 +32,6 @@ oauth_server = oauth_support.oauth_server
 @pytest.fixture(autouse=True)
 def public_url(settings) -> None:
     settings.PUBLIC_URL = PUBLIC_URL
-
-
-def make(server: OAuthServer, slug: str = "provider", *, secret: str | None = None) -> Integration:
-    return create_integration(
-        slug,
-        "generic_oauth2",
-        actor=Actor.system(),
-        values={
-            "client_id": server.client_id,
-            "authorize_url": f"{server.url}/o/authorize/",
-            "token_url": f"{server.url}/o/token/",
-            "revocation_url": f"{server.url}/o/revoke_token/",
-            "userinfo_url": f"{server.url}/userinfo/",
-            "scopes": "read",
-            "api_url": f"{server.url}/api/",
-        },
-        secrets={"client_secret": secret or server.client_secret},
-    )
-
-
-def start(client: Client, server: OAuthServer, slug: str, user: str = "alice") -> str:
-    """Connect on the console, consent as `user`: the callback path the provider sends
-    the browser back to."""
-    answer = client.post(f"/integrations/{slug}/oauth/connect/")
-    assert answer.status_code == 302, answer.content[:300]
-    assert answer["Location"].startswith(f"{server.url}/o/authorize/")
-    assert "code_challenge_method=S256" in answer["Location"]
-    back = server.consent(server.user(user), answer["Location"])
-    assert back.startswith(REDIRECT_URI)
-    return back[len(PUBLIC_URL) :]
-
-
-def connect(client: Client, server: OAuthServer, slug: str, user: str = "alice"):
-    return client.get(start(client, server, slug, user), follow=True)
-
-
-def tokens(slug: str) -> tuple[str, str]:
-    conn = OAuthConnection.objects.get(integration__slug=slug)
-    return vault.decrypt(conn.access_ciphertext), vault.decrypt(conn.refresh_ciphertext)
 
 
 @pytest.mark.django_db

@@ -73,6 +73,12 @@ class HttpToolError(Exception):
     """The request cannot be made as described; the message is shown (after redaction)."""
 
 
+# Given the request as sent (URL, headers, body), refresh the OAuth tokens it carried:
+# (their integrations' slugs, the redaction labels with the new tokens), or None when it
+# carried none. Raises HttpToolError, in words, when a token cannot be refreshed.
+Reauthorize = Callable[[str], tuple[list[str], dict[str, str]] | None]
+
+
 # --- Templates ----------------------------------------------------------------------------
 
 
@@ -273,8 +279,11 @@ def perform(
     artifacts_dir: Path,
     on_update: Callable[[dict[str, Any]], None],
     cancel: threading.Event,
+    reauthorize: Reauthorize | None = None,
 ) -> RunOutcome:
-    """Make the tool's request and map the response; never raises for the request's faults."""
+    """Make the tool's request and map the response; never raises for the request's faults.
+    On a 401, `reauthorize` (given what was sent) refreshes the OAuth tokens the request
+    carried, once; a second 401 tells to reconnect."""
     started = time.monotonic()
     redactor = Redactor(secrets)
     policy_text = policy.summary()
@@ -300,7 +309,10 @@ def perform(
 
     assert manifest.request is not None
     spec = manifest.request
-    try:
+
+    def build() -> tuple[str, dict[str, str], bytes | None, list[str]]:
+        """The request filled in (again after a token refresh): target, headers, body and
+        the headers carrying integration values."""
         url = render_url(spec["url"], values)
         query = render_query(spec.get("query") or {}, values)
         headers = {"User-Agent": USER_AGENT}
@@ -328,6 +340,10 @@ def perform(
         ):
             headers["Accept"] = "application/json"
         target = str(httpx.URL(url).copy_merge_params(query)) if query else url
+        return target, headers, content, secret_headers
+
+    try:
+        target, headers, content, secret_headers = build()
     except HttpToolError as exc:
         return fail(str(exc))
     except (httpx.InvalidURL, ValueError) as exc:
@@ -349,6 +365,7 @@ def perform(
     watcher.start()
     try:
         attempt = 0
+        refreshed: list[str] = []  # the integrations whose token a 401 made us refresh
         while True:
             on_update(
                 {
@@ -392,6 +409,36 @@ def perform(
                     f"{shown}: the response is larger than {MAX_RESPONSE // (1024 * 1024)} MiB; "
                     "it was not read further"
                 )
+            if result.status == 401 and reauthorize is not None:
+                if refreshed:
+                    return fail(
+                        f"{shown} answered HTTP 401 again with a freshly refreshed token: "
+                        f"reconnect integration {', '.join(refreshed)}."
+                    )
+                sent = " ".join(
+                    [target, *headers.values(), (content or b"").decode(errors="replace")]
+                )
+                try:
+                    fresh = reauthorize(sent)
+                    if fresh is not None:
+                        refreshed, labels = fresh
+                        redactor = Redactor({**secrets, **labels})
+                        target, headers, content, secret_headers = build()
+                except HttpToolError as exc:
+                    return fail(f"{shown} answered HTTP 401; {exc}")
+                if fresh is not None:
+                    on_update(
+                        {
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "HTTP 401; refreshed the access token of "
+                                    f"{', '.join(refreshed)}, retrying",
+                                }
+                            ]
+                        }
+                    )
+                    continue
             retryable = method in IDEMPOTENT and (result.status == 429 or result.status >= 500)
             if retryable and attempt < RETRIES:
                 delay = _retry_delay(result, attempt)
@@ -497,6 +544,7 @@ def integration_values(slugs: list[str]) -> tuple[dict[str, dict[str, str]], dic
     """(slug -> {field name, VARIABLE and variable: value}, redaction labels -> secrets)
     for the granted integrations. Raises IntegrationError/VaultError like the runner's
     environment (same checks: configured, enabled, complete, decryptable)."""
+    from tools_app.integrations import oauth
     from tools_app.integrations.environment import environment_for
     from tools_app.integrations.fields import fields_of
     from tools_app.models import Integration
@@ -511,8 +559,34 @@ def integration_values(slugs: list[str]) -> tuple[dict[str, dict[str, str]], dic
         for spec in fields_of(integration):
             if spec.env in env:
                 per[spec.name] = per[spec.env] = per[spec.env.lower()] = env[spec.env]
+        # An OAuth type's access token, by its env name like a field: {{google.GOOGLE_ACCESS_TOKEN}}
+        per |= oauth.template_values(integration, env)
         values[slug] = per
     return values, labels
+
+
+def reauthorizer(values: Values, granted: list[str]) -> Reauthorize:
+    """The 401 hook of `perform` for a run: refresh (under the row lock, once across
+    workers) each granted OAuth integration whose token the rejected request carried,
+    and fill the new token into `values`."""
+    from tools_app.integrations import oauth
+
+    def reauthorize(sent: str) -> tuple[list[str], dict[str, str]] | None:
+        slugs: list[str] = []
+        labels: dict[str, str] = {}
+        for slug in granted:
+            per = values.integrations.get(slug, {})
+            try:
+                fresh = oauth.after_401(slug, per, sent)
+            except oauth.OAuthFailure as exc:
+                raise HttpToolError(str(exc)) from None
+            if fresh is not None:
+                values.integrations[slug], new_labels = fresh
+                labels |= new_labels
+                slugs.append(slug)
+        return (slugs, labels) if slugs else None
+
+    return reauthorize
 
 
 def fill_hidden(
@@ -587,6 +661,7 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
             artifacts_dir=work_dir(run) / "artifacts",
             on_update=on_update,
             cancel=cancel,
+            reauthorize=reauthorizer(values, granted),
         )
 
     return run_it

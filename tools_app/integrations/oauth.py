@@ -646,11 +646,49 @@ def revoke(integration: Integration, *, actor: Actor) -> str:
 # What runs and pages see
 
 
+def label(slug: str) -> str:
+    """What an access token is redacted to."""
+    return "{{" + f"{slug}.access_token" + "}}"
+
+
 def environment(integration: Integration) -> tuple[dict[str, str], dict[str, str]]:
     """(env, redaction labels) for a run: the access token only, in the type's env."""
     spec = _spec(integration)
     token = token_for_run(integration)
-    return {spec.env: token}, {"{{" + f"{integration.slug}.access_token" + "}}": token}
+    return {spec.env: token}, {label(integration.slug): token}
+
+
+def template_values(integration: Integration, env: Mapping[str, str]) -> dict[str, str]:
+    """The names an HTTP tool's template or hidden input reaches the access token by:
+    the type's env (GOOGLE_ACCESS_TOKEN), lower-cased, and `access_token`. {} if not OAuth."""
+    spec = spec_of(integration)
+    if spec is None or spec.env not in env:
+        return {}
+    token = env[spec.env]
+    return {spec.env: token, spec.env.lower(): token, "access_token": token}
+
+
+@sensitive_variables()
+def after_401(
+    slug: str, values: Mapping[str, str], sent: str
+) -> tuple[dict[str, str], dict[str, str]] | None:
+    """An API answered 401 to a request that carried `values` (an HTTP tool's template
+    values of integration `slug`): refresh its token once, unless another worker already
+    did (refresh's re-read under the lock). Returns (the new values, redaction labels,
+    the rejected token kept redacted) or None if the request carried no token of it."""
+    rejected = values.get("access_token", "")
+    if not rejected or rejected not in sent:
+        return None
+    integration = Integration.objects.filter(slug=slug).first()
+    if integration is None or spec_of(integration) is None:
+        return None
+    try:
+        token = refresh(integration, rejected=rejected)
+    except vault.VaultError as exc:
+        raise OAuthFailure(f"reconnect integration {slug}: {exc}") from None
+    fresh = {name: token if value == rejected else value for name, value in values.items()}
+    stale = "{{" + f"{slug}.access_token (rejected)" + "}}"
+    return fresh, {label(slug): token, stale: rejected}
 
 
 @dataclass(frozen=True)
