@@ -4,6 +4,7 @@ its user with requests; and the console's side: an integration of it, connected.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -21,7 +22,7 @@ from django.test import Client
 from tools_app.audit import Actor
 from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
-from tools_app.models import Integration, OAuthConnection
+from tools_app.models import Integration, OAuthConnection, Run
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLIC_URL = "https://console.test"
@@ -110,6 +111,14 @@ def connect(client: Client, server: OAuthServer, slug: str, user: str = "alice")
 def tokens(slug: str) -> tuple[str, str]:
     conn = OAuthConnection.objects.get(integration__slug=slug)
     return vault.decrypt(conn.access_ciphertext), vault.decrypt(conn.refresh_ciphertext)
+
+
+def record_of(run: Run) -> str:
+    """Everything a run's record keeps (its row, updates and artifacts' rows), as text."""
+    run.refresh_from_db()
+    fields = {f.name: getattr(run, f.name) for f in Run._meta.concrete_fields}
+    kept = [fields, list(run.updates.values()), list(run.artifacts.values())]
+    return json.dumps(kept, default=str)
 
 
 def _free_port() -> int:

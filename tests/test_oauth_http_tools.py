@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests import oauth_support
-from tests.oauth_support import PUBLIC_URL, OAuthServer, connect, make, tokens
+from tests.oauth_support import PUBLIC_URL, OAuthServer, connect, make, record_of, tokens
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import OAuthConnection, OAuthState, Run, Tool
@@ -52,14 +52,6 @@ def run_of(t: Tool) -> Run:
 
 def text_of(run: Run) -> str:
     return run.result["content"][0]["text"]
-
-
-def record_of(run: Run) -> str:
-    """Everything the run record keeps, as text."""
-    run.refresh_from_db()
-    updates = list(run.updates.values()) if hasattr(run, "updates") else []
-    fields = {f.name: getattr(run, f.name) for f in Run._meta.concrete_fields}
-    return json.dumps([fields, updates], default=str)
 
 
 def test_it_fills_the_access_token_into_the_request_by_its_env_name(
