@@ -18,7 +18,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -599,6 +599,12 @@ def refresh_due() -> dict[str, str]:
 # Disconnecting
 
 
+def revokes(integration: Integration) -> bool:
+    """Whether disconnecting it revokes at the provider: its type has a revocation URL."""
+    spec = spec_of(integration)
+    return spec is not None and bool(_endpoints(integration, spec).revocation)
+
+
 @sensitive_variables()
 def revoke(integration: Integration, *, actor: Actor) -> str:
     """Revoke the tokens at the provider (RFC 7009) when the type has a revocation URL,
@@ -711,7 +717,7 @@ def health(integration: Integration, conn: OAuthConnection | None = None) -> Hea
     if conn is None:
         conn = OAuthConnection.objects.filter(integration=integration).first()
     if conn is None:
-        return Health("not_connected", "Not connected", "An admin must connect it.")
+        return _not_connected()
     message = {
         OAuthState.CONNECTED: "Tokens are refreshed before they expire.",
         OAuthState.EXPIRING: "The provider issued no refresh token: reconnect when it expires.",
@@ -719,6 +725,41 @@ def health(integration: Integration, conn: OAuthConnection | None = None) -> Hea
         OAuthState.NEEDS_RECONNECT: f"Reconnect it: {conn.error}",
     }[OAuthState(conn.state)]
     return Health(conn.state, OAuthState(conn.state).label, message, conn.account, conn.expires_at)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One OAuth integration's state, for a list of them (System page, run form)."""
+
+    integration: Integration
+    health: Health
+
+
+def healths(slugs: Iterable[str] | None = None) -> list[Entry]:
+    """The state of every OAuth integration (or of those named), in slug order; two
+    queries whatever their number."""
+    types = integration_types()
+    oauth_types = [slug for slug, itype in types.items() if itype.oauth is not None]
+    found = Integration.objects.filter(type_slug__in=oauth_types).order_by("slug")
+    if slugs is not None:
+        found = found.filter(slug__in=list(slugs))
+    integrations = list(found)
+    conns = {
+        c.integration_id: c
+        for c in OAuthConnection.objects.filter(integration__in=integrations).defer(
+            "access_ciphertext", "refresh_ciphertext"
+        )
+    }
+    entries = []
+    for integration in integrations:
+        conn = conns.get(integration.pk)
+        health_now = (health(integration, conn) if conn is not None else None) or _not_connected()
+        entries.append(Entry(integration, health_now))
+    return entries
+
+
+def _not_connected() -> Health:
+    return Health("not_connected", "Not connected", "An admin must connect it.")
 
 
 @checks.register("tools_app")

@@ -392,8 +392,9 @@ def published_tools_using(slug: str) -> list[Tool]:
     ]
 
 
-def delete_integration(integration: Integration, *, actor: Actor, confirm: bool = False) -> None:
-    """Delete, refused (InUse) while published tools declare it unless confirmed."""
+def delete_integration(integration: Integration, *, actor: Actor, confirm: bool = False) -> str:
+    """Delete, refused (InUse) while published tools declare it unless confirmed. Returns
+    what revoking an OAuth integration's tokens at the provider did, in words ("" else)."""
     in_use = published_tools_using(integration.slug)
     if in_use and not confirm:
         raise InUse(integration, in_use)
@@ -415,6 +416,7 @@ def delete_integration(integration: Integration, *, actor: Actor, confirm: bool 
             },
         )
         integration.delete()
+    return revoked
 
 
 # ----------------------------------------------------------------------------------------

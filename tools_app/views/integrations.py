@@ -75,6 +75,7 @@ def _type_for(integration: Integration) -> IntegrationType:
 def integration_list(request: HtmxHttpRequest) -> HttpResponse:
     integrations = Integration.objects.prefetch_related("secrets").select_related("updated_by")
     types = integration_types()
+    oauth_states = {e.integration.slug: e.health for e in oauth.healths()}
     rows = []
     for integration in integrations:
         rows.append(
@@ -83,6 +84,7 @@ def integration_list(request: HtmxHttpRequest) -> HttpResponse:
                 "type": types.get(integration.type_slug),
                 "states": field_states(integration),
                 "tools": tools_using(integration.slug),
+                "oauth": oauth_states.get(integration.slug),
             }
         )
     return render(
@@ -152,7 +154,13 @@ def _form_page(
     return render(
         request,
         "integrations/form.html",
-        {"form": form, "itype": itype, "integration": integration, "test_url": test_url},
+        {
+            "form": form,
+            "itype": itype,
+            "integration": integration,
+            "test_url": test_url,
+            "redirect_uri": oauth.redirect_uri(),
+        },
         status=status,
     )
 
@@ -377,7 +385,7 @@ def integration_delete(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         form = DeleteForm(request.POST)
         if form.is_valid():
             try:
-                delete_integration(
+                revoked = delete_integration(
                     integration,
                     actor=Actor.from_request(request),
                     confirm=form.cleaned_data["confirm"],
@@ -386,7 +394,9 @@ def integration_delete(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 form.add_error("confirm", str(exc))
                 status = 409
             else:
-                messages.success(request, f"Integration {slug} deleted.")
+                # An OAuth integration: whether the provider revoked its tokens, failure too.
+                level = messages.warning if "failed" in revoked else messages.success
+                level(request, f"Integration {slug} deleted. {revoked}".strip())
                 return redirect("integrations")
     else:
         form = DeleteForm()
@@ -398,6 +408,8 @@ def integration_delete(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             "in_use": in_use,
             "other_tools": [t for t in tools_using(slug) if t not in in_use],
             "form": form,
+            "oauth": oauth.health(integration),
+            "revokes": oauth.revokes(integration),
         },
         status=status,
     )

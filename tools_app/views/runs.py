@@ -32,6 +32,7 @@ from tools_app.forms.runs import (
     raw_schema,
     undecodable_names,
 )
+from tools_app.integrations import oauth
 from tools_app.integrations.policy import secret_access
 from tools_app.lib import nesting
 from tools_app.models import (
@@ -115,6 +116,8 @@ def tool_run(request: HttpRequest, name: str) -> HttpResponse:
             version, manifest.integrations, user=request.user, via=RunVia.BROWSER
         ),
         "preset_access": preset_access,
+        # Connected, expiring, failing or to reconnect: before the run fails on it.
+        "oauth_states": oauth.healths(manifest.integrations) if manifest.integrations else [],
     }
     return render(
         request, "runs/form.html", context, status=400 if request.method == "POST" else 200

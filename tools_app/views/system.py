@@ -17,6 +17,7 @@ from tools_app.audit import Actor, record
 from tools_app.egress import config as egress_config
 from tools_app.egress import policy as egress_policy
 from tools_app.forms.egress import EgressExceptionForm
+from tools_app.integrations import oauth
 from tools_app.models import EgressException
 from tools_app.ops import health
 from tools_app.roles import ADMIN, role_required
@@ -42,6 +43,7 @@ def _system_page(request: HttpRequest, form: EgressExceptionForm, status: int = 
         "egress_exceptions": EgressException.objects.select_related("created_by"),
         "egress_policy": policy,
         "allow_setting": settings.TOOL_NETWORK_ALLOW,
+        "oauth_states": oauth.healths(),
     }
     return render(request, "system/system.html", context, status=status)
 
