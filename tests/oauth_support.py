@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,15 +128,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def oauth_server(tmp_path_factory) -> Iterator[OAuthServer]:
+@contextmanager
+def serve(folder: Path, redirect_uri: str, *, consent: bool = False) -> Iterator[OAuthServer]:
+    """The test authorization server, for clients with this redirect URI (http allowed
+    when it is one). `consent`: the user approves on DOT's consent page (a browser test);
+    else the consent is skipped."""
     port = _free_port()
     secret = secrets.token_urlsafe(24)
     env = {
         **os.environ,
-        "OAUTH_SERVER_DB": str(tmp_path_factory.mktemp("oauth") / "server.sqlite3"),
-        "OAUTH_REDIRECT_URI": REDIRECT_URI,
+        "OAUTH_SERVER_DB": str(folder / "server.sqlite3"),
+        "OAUTH_REDIRECT_URI": redirect_uri,
         "OAUTH_CLIENT_SECRET": secret,
+        "OAUTH_CONSENT": "1" if consent else "",
         "PYTHONPATH": str(REPO),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
@@ -164,3 +169,9 @@ def oauth_server(tmp_path_factory) -> Iterator[OAuthServer]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def oauth_server(tmp_path_factory) -> Iterator[OAuthServer]:
+    with serve(tmp_path_factory.mktemp("oauth"), REDIRECT_URI) as server:
+        yield server

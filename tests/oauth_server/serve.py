@@ -25,7 +25,7 @@ def main() -> None:
     common = {
         "redirect_uris": os.environ["OAUTH_REDIRECT_URI"],
         "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
-        "skip_authorization": True,
+        "skip_authorization": not os.environ.get("OAUTH_CONSENT"),
         "algorithm": "",
     }
     web = Application.objects.create(

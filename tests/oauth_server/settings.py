@@ -35,7 +35,10 @@ OAUTH2_PROVIDER = {
     "PKCE_REQUIRED": True,
     "ROTATE_REFRESH_TOKEN": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": 600,
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
+    # http too for a browser test's console on 127.0.0.1 (its redirect URI still exact).
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"]
+    if os.environ["OAUTH_REDIRECT_URI"].startswith("http://")
+    else ["https"],
     "SCOPES": {"read": "Read", "write": "Write", "openid": "OpenID"},
     "DEFAULT_SCOPES": ["read"],
 }

@@ -9,8 +9,9 @@ from datetime import timedelta
 from urllib.parse import parse_qs
 
 from django.contrib.auth import authenticate, login
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils import timezone
+from django.utils.html import escape
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.decorators import protected_resource
 from oauth2_provider.models import AccessToken
@@ -37,14 +38,27 @@ class CountTokenRequests:
         return self.get_response(request)
 
 
+LOGIN_FORM = """<!doctype html><title>Provider login</title><form method="post">
+<input type="hidden" name="next" value="{next}">
+<label>Username <input name="username"></label>
+<label>Password <input name="password" type="password"></label>
+<button type="submit">Log in</button></form>"""
+
+
 @csrf_exempt
 def login_view(request: HttpRequest) -> HttpResponse:
+    """GET: the form a browser sees; POST: log in, then on to `next` (the authorize URL)."""
+    if request.method == "GET":
+        return HttpResponse(LOGIN_FORM.format(next=escape(request.GET.get("next", ""))))
     user = authenticate(
         request, username=request.POST.get("username"), password=request.POST.get("password")
     )
     if user is None:
         return HttpResponse("bad login", status=403)
     login(request, user)
+    target = request.POST.get("next", "")
+    if target.startswith("/o/"):
+        return HttpResponseRedirect(target)
     return HttpResponse("ok")
 
 

@@ -599,6 +599,16 @@ def refresh_due() -> dict[str, str]:
 # Disconnecting
 
 
+def authorize_origin(integration: Integration) -> str:
+    """The provider's origin Connect sends the browser to ("" for none): what the
+    integration page's form-action must allow."""
+    spec = spec_of(integration)
+    if spec is None or not spec.browser:
+        return ""
+    url = urlsplit(_endpoints(integration, spec).authorize)
+    return f"{url.scheme}://{url.netloc}" if url.scheme in ("http", "https") and url.netloc else ""
+
+
 def revokes(integration: Integration) -> bool:
     """Whether disconnecting it revokes at the provider: its type has a revocation URL."""
     spec = spec_of(integration)

@@ -175,7 +175,7 @@ def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     events = AuditEvent.objects.filter(target_type="integration", target_id=str(integration.pk))[
         :10
     ]
-    return render(
+    response = render(
         request,
         "integrations/detail.html",
         {
@@ -189,6 +189,11 @@ def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             "redirect_uri": oauth.redirect_uri(),
         },
     )
+    if origin := oauth.authorize_origin(integration):
+        # Connect's form redirects to the provider: browsers hold redirects after a form
+        # submission to form-action too, so the provider's origin is allowed on this page.
+        response._csp_update = {"form-action": [origin]}  # type: ignore[attr-defined]
+    return response
 
 
 @sensitive_post_parameters()
