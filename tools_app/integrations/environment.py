@@ -54,8 +54,8 @@ def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str
             raise IntegrationUnavailable(
                 f"integration {slug!r} has type {integration.type_slug!r}, which is not installed"
             )
-        if oauth.spec_of(integration) is not None:  # tools get the access token only
-            oauth_env, oauth_labels = oauth.environment(integration)
+        if (oauth_spec := oauth.spec_of(integration)) is not None:  # the access token only
+            oauth_env, oauth_labels = oauth.environment(integration, oauth_spec)
             for name in oauth_env:
                 if name in owners:
                     raise IntegrationUnavailable(

@@ -564,7 +564,11 @@ def refresh(integration: Integration, *, rejected: str = "", actor: Actor | None
 def token_for_run(integration: Integration) -> str:
     """The access token a run gets: the stored one while it is fresh (no lock, one
     query), else refreshed under the lock. IntegrationUnavailable says what to do."""
-    conn = OAuthConnection.objects.filter(integration=integration).first()
+    # Every run's setup comes here: one unordered query of what _fresh reads.
+    found = OAuthConnection.objects.filter(integration_id=integration.pk).only(
+        "state", "access_ciphertext", "expires_at"
+    )[:1]
+    conn = next(iter(found), None)
     if conn is None:
         raise IntegrationUnavailable(
             f"reconnect integration {integration.slug}: it is not connected yet "
@@ -667,9 +671,11 @@ def label(slug: str) -> str:
     return "{{" + f"{slug}.access_token" + "}}"
 
 
-def environment(integration: Integration) -> tuple[dict[str, str], dict[str, str]]:
+def environment(
+    integration: Integration, spec: OAuthSpec | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
     """(env, redaction labels) for a run: the access token only, in the type's env."""
-    spec = _spec(integration)
+    spec = spec or _spec(integration)
     token = token_for_run(integration)
     return {spec.env: token}, {label(integration.slug): token}
 
