@@ -50,7 +50,7 @@ CA_VARIABLES = (
     "NODE_EXTRA_CA_CERTS",
 )
 HOST_CA = "/etc/ssl/host-ca-certificates.crt"  # where the host's bundle goes in the root
-# Not under /root (0700): tests/unprivileged.py runs some tests as uid 65534 with the
+# Not under /root (0700): tests/support/unprivileged.py runs some tests as uid 65534 with the
 # checkout's .venv, which /root's mode keeps that uid out of.
 CHECKOUT = "/srv/tool-console"
 PORT = 8000

@@ -1,4 +1,7 @@
-"""Shared fixtures: isolated state directories, users per role, and a tool factory."""
+"""Shared fixtures and hooks: isolated state directories, users per role, a tool factory.
+
+Helpers that are not fixtures live in tests/support/ (import them from there, never from
+this module: tests/test_one_home.py checks)."""
 
 from __future__ import annotations
 
@@ -10,60 +13,18 @@ from pathlib import Path
 
 import hypothesis
 import pytest
-import yaml
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.template.base import FilterExpression
 from django.test import Client
 
+from tests.support import TEMPLATES, FakeClock, in_ci, make_user, require, tool_files
 from tools_app.audit import Actor
 from tools_app.models import Tool
-from tools_app.roles import ADMIN, DEVELOPER, VIEWER, ensure_groups
+from tools_app.roles import ADMIN, DEVELOPER, VIEWER
 
 # Runs in this process start cold: no spare sandbox churning in the background between
 # tests (tests/test_runner_standby.py turns spares on; real workers have them on).
 os.environ.setdefault("TOOL_CONSOLE_SPARE_SANDBOXES", "off")
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-TEMPLATES = REPO / "templates"
-
-ENTRY_SOURCE = {
-    "typescript": (
-        "index.ts",
-        "export async function execute(toolCallId: string, params: any, signal: AbortSignal,"
-        " onUpdate: (u: any) => void) {\n"
-        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n",
-    ),
-    "javascript": (
-        "index.js",
-        "export async function execute(toolCallId, params, signal, onUpdate) {\n"
-        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n",
-    ),
-    "python": (
-        "index.py",
-        "def execute(tool_call_id, params, signal, on_update):\n"
-        "    return {'content': [{'type': 'text', 'text': 'ok'}]}\n",
-    ),
-    "bash": ("index.sh", "#!/bin/bash\necho ok\n"),
-}
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(missing: bool, why: str) -> None:
-    """Skip a test whose prerequisite is missing; in CI that is a failure."""
-    if missing:
-        if in_ci():
-            pytest.fail(why)
-        pytest.skip(why)
-
-
-def prerequisite(missing: bool, why: str) -> pytest.MarkDecorator:
-    """A test decorator for a prerequisite known at import time (a root worker, x86-64):
-    it goes through require() like every other, so CI fails instead of skipping."""
-    return pytest.mark.prerequisite(missing, why)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -155,37 +116,6 @@ def isolated_state(tmp_path: Path, settings) -> Path:
     return state
 
 
-def toolmd_text(
-    name: str,
-    *,
-    description: str | None = None,
-    language: str = "typescript",
-    inputs: dict | None = None,
-    integrations: list[str] | None = None,
-    version: int | None = None,
-    extra: dict | None = None,
-    body: str = "# Tool\n\n## Usage\n\nCall it.\n",
-) -> str:
-    front: dict = {"name": name, "description": description or f"The {name} tool."}
-    if version is not None:
-        front["version"] = version
-    front["language"] = language
-    if integrations:
-        front["integrations"] = integrations
-    if inputs:
-        front["inputs"] = inputs
-    front.update(extra or {})
-    return "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + body
-
-
-def tool_files(name: str, language: str = "typescript", source: str | None = None, **kw) -> dict:
-    entry, default_source = ENTRY_SOURCE[language]
-    return {
-        "TOOL.md": toolmd_text(name, language=language, **kw).encode(),
-        entry: (source or default_source).encode(),
-    }
-
-
 @pytest.fixture
 def make_tool(db) -> Callable[..., Tool]:
     """make_tool("name", language=..., inputs=..., publish=True, source=...) -> Tool."""
@@ -199,33 +129,25 @@ def make_tool(db) -> Callable[..., Tool]:
     return make
 
 
-def _user(username: str, role: str | None) -> User:
-    ensure_groups()
-    user = User.objects.create_user(username, f"{username}@example.com", "pw-for-tests-only")
-    if role:
-        user.groups.add(Group.objects.get(name=role))
-    return user
-
-
 @pytest.fixture
 def viewer(db) -> User:
-    return _user("vera", VIEWER)
+    return make_user("vera", VIEWER)
 
 
 @pytest.fixture
 def developer(db) -> User:
-    return _user("dave", DEVELOPER)
+    return make_user("dave", DEVELOPER)
 
 
 @pytest.fixture
 def console_admin(db) -> User:
-    return _user("ada", ADMIN)
+    return make_user("ada", ADMIN)
 
 
 @pytest.fixture
 def nobody(db) -> User:
     """Logged in, but in no role group."""
-    return _user("nora", None)
+    return make_user("nora", None)
 
 
 def _client(user: User) -> Client:
@@ -249,32 +171,8 @@ def console_admin_client(console_admin) -> Client:
     return _client(console_admin)
 
 
-# A real Celery worker for @pytest.mark.worker and browser tests (tests/worker_fixtures.py).
-pytest_plugins = ["worker_fixtures"]
-
-
-class FakeClock:
-    """time.monotonic and time.sleep on a clock only the test moves: sleeping advances it
-    at once. Everything else is the real time module."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-        self.slept: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += max(0.0, seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-    def __getattr__(self, name: str):
-        import time
-
-        return getattr(time, name)
+# A real Celery worker for @pytest.mark.worker and browser tests (tests/support/worker.py).
+pytest_plugins = ["tests.support.worker"]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.forms_support import find_form, submit
+from tests.support.forms import find_form, submit
 from tools_app.audit import Actor, record
 from tools_app.models import (
     AgentToken,

@@ -6,13 +6,19 @@ import gzip
 from pathlib import Path
 
 import pytest
-from agent_api import REPO, agent_client, import_published, reset_api_caches, valid_corpus_tools
 from django.core.cache.backends import base as cache_base
 from django.core.cache.backends import locmem
 from django.test import Client
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from tests.support import REPO
+from tests.support.agent_api import (
+    agent_client,
+    import_published,
+    reset_api_caches,
+    valid_corpus_tools,
+)
 from tools_app.api import auth, conditional
 from tools_app.audit import Actor
 from tools_app.catalog.sync import sync_tools

@@ -8,11 +8,11 @@ import io
 import zipfile
 
 import pytest
-from agent_api import REPO, agent_client, reset_api_caches
-from conftest import tool_files
 from django.core.cache import cache
 from django.test import Client
 
+from tests.support import REPO, tool_files
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.api.conditional import make_etag, published_revision
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath, shim

@@ -6,11 +6,11 @@ import base64
 import hashlib
 
 import pytest
-from agent_api import agent_client, reset_api_caches
-from conftest import tool_files
 from django.test import Client
 from jsonschema import Draft202012Validator
 
+from tests.support import tool_files
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.audit import Actor
 from tools_app.catalog.versions import publish_version, save_version, set_enabled, unpublish
 from tools_app.models import Tool

@@ -5,13 +5,13 @@ secret. The artifacts here come from real runs, so their content is redacted too
 
 from __future__ import annotations
 
-import integrations_support as support
 import pytest
-from agent_api import agent_client, reset_api_caches
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import _user
+from tests.support import integrations as support
+from tests.support import make_user
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.runs import RunStatus, RunVia
@@ -63,7 +63,7 @@ def test_only_the_starter_and_admins_download_in_the_browser(
 ):
     run, artifact = real_run(noter, Actor(user=developer))
     other_developer = Client()
-    other_developer.force_login(_user("otto", DEVELOPER))
+    other_developer.force_login(make_user("otto", DEVELOPER))
 
     assert download(viewer_client, run, artifact).status_code == 403
     assert download(other_developer, run, artifact).status_code == 403
@@ -114,7 +114,7 @@ def test_the_model_rule_covers_people_tokens_and_admins(noter, developer, viewer
     assert run.can_download(Actor(user=console_admin))
     assert not run.can_download(Actor(user=viewer))
     assert not run.can_download(Actor())  # nobody in particular
-    assert not run.can_download(Actor(user=_user("otto", DEVELOPER)))
+    assert not run.can_download(Actor(user=make_user("otto", DEVELOPER)))
     # A run started by run_tool (no person, no token): admins only.
     command_run, _ = real_run(noter, Actor.system(), via=RunVia.COMMAND)
     assert not command_run.can_download(Actor(user=developer))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.support import REPO, require
 from tests.test_runner import run_tool
 from tools_app.runner import (
     Limits,

@@ -8,8 +8,8 @@ from django.contrib import admin
 from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.test import Client
-from test_admin import CIPHERTEXT, SEALED, admin_url, one_of_everything, superuser  # noqa: F401
 
+from tests.test_admin import CIPHERTEXT, SEALED, admin_url, one_of_everything, superuser  # noqa: F401
 from tools_app.models import AuditEvent, Tool
 from tools_app.roles import ADMIN, AUDITOR, DEVELOPER, VIEWER, can_audit, ensure_groups, role_of
 

@@ -16,9 +16,14 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 from kombu import Connection
-from worker_fixtures import CeleryWorker, _configure_publisher, wait_for_run, worker_database_url
 
-from tests.conftest import require
+from tests.support import require
+from tests.support.worker import (
+    CeleryWorker,
+    _configure_publisher,
+    wait_for_run,
+    worker_database_url,
+)
 from tools_app.audit import Actor
 from tools_app.models.runs import FINISHED, RunStatus, RunVia
 from tools_app.ops import broker

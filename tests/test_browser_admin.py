@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from tests.browser_support import ARTIFACTS, browser_context
+from tests.support.browser import ARTIFACTS, browser_context
 from tools_app.audit import Actor, record
 from tools_app.models import Run
 

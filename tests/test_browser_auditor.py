@@ -18,10 +18,10 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.utils import timezone
-from test_admin import admin_url, one_of_everything, superuser  # noqa: F401
 
-from tests import integrations_support as support
-from tests.browser_support import ARTIFACTS, browser_context, chromium
+from tests.support import integrations as support
+from tests.support.browser import ARTIFACTS, browser_context, chromium
+from tests.test_admin import admin_url, one_of_everything, superuser  # noqa: F401
 from tools_app.audit import Actor, record
 from tools_app.models import AuditEvent, Tool
 from tools_app.models.runs import RunVia

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import (
+from tests.support.browser import (
     ARTIFACTS,
     axe_violations,
     browser_context,
     chromium,
     dangling_references,
 )
-from tests.page_tour import make_site, pages_for, visit
+from tests.support.page_tour import make_site, pages_for, visit
 
 pytestmark = pytest.mark.browser
 

@@ -1,5 +1,5 @@
 """The console's main pages under its Content-Security-Policy, in Debian's Chromium: no
-violation on any of them (tests/browser_support.py fails a test on the first one), and
+violation on any of them (tests/support/browser.py fails a test on the first one), and
 what needs script still works: htmx's live run updates, the copy button, the CodeMirror
 editor, Swagger UI on /api/docs."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from django.utils import timezone
 
-from tests.browser_support import ARTIFACTS, browser_context, require
-from tests.conftest import REPO
+from tests.support import REPO, require
+from tests.support.browser import ARTIFACTS, browser_context
 from tools_app.audit import Actor
 from tools_app.models import Run, RunUpdate
 from tools_app.models.runs import RunStatus, RunVia

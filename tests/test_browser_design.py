@@ -13,8 +13,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.browser_support import ARTIFACTS, browser_context, chromium
-from tests.page_tour import PAGES, Page, make_site, pages_for
+from tests.support.browser import ARTIFACTS, browser_context, chromium
+from tests.support.page_tour import PAGES, Page, make_site, pages_for
 from tools_app.integrations.vault import DEVELOPMENT_KEY_SHORT
 from tools_app.roles import AUDITOR, set_role
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import integrations_support as support
 import pytest
 
-from tests.browser_support import ARTIFACTS, browser_context, chromium
+from tests.support import integrations as support
+from tests.support.browser import ARTIFACTS, browser_context, chromium
 from tools_app.models import AuditEvent, EgressException
 
 pytestmark = pytest.mark.browser

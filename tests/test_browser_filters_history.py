@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from tests.browser_support import ARTIFACTS, browser_context, chromium
+from tests.support.browser import ARTIFACTS, browser_context, chromium
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia
 

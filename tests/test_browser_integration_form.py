@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import browser_context
-from tests.integrations_support import create as create_integration
+from tests.support.browser import browser_context
+from tests.support.integrations import create as create_integration
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import browser_context
+from tests.support.browser import browser_context
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

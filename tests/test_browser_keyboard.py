@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from worker_fixtures import wait_for_run
 
-from tests.browser_support import ARTIFACTS, browser_context, chromium
+from tests.support.browser import ARTIFACTS, browser_context, chromium
+from tests.support.worker import wait_for_run
 from tests.test_browser_runs import COUNTER_TS, INPUTS
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import (
+from tests.support.browser import (
     ARTIFACTS,
     axe_violations,
     browser_context,
     chromium,
     dangling_references,
 )
-from tests.page_tour import LIST_INPUTS
+from tests.support.page_tour import LIST_INPUTS
 from tests.test_browser_keyboard import tab_to
 from tools_app.models import Run, ToolPreset
 

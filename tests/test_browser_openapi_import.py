@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, browser_context
+from tests.support.browser import ARTIFACTS, browser_context
 from tools_app.models import Tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -103,7 +103,7 @@ def test_it_shows_a_draft_with_basic_cookie_security_and_exploded_arrays(
 
     from playwright.sync_api import expect
 
-    from tests.browser_support import axe_violations, dangling_references
+    from tests.support.browser import axe_violations, dangling_references
 
     document = tmp_path / "secured.json"
     document.write_text(json.dumps(SECURED_ARRAYS))

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, axe_violations, browser_context, chromium
-from tests.page_tour import Page, make_site, pages_for, visit
+from tests.support.browser import ARTIFACTS, axe_violations, browser_context, chromium
+from tests.support.page_tour import Page, make_site, pages_for, visit
 
 pytestmark = pytest.mark.browser
 

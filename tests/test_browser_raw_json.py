@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, axe_violations, browser_context, chromium, require
-from tests.conftest import REPO
+from tests.support import REPO, require
+from tests.support.browser import ARTIFACTS, axe_violations, browser_context, chromium
 from tools_app.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, browser_context
+from tests.support.browser import ARTIFACTS, browser_context
 from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia

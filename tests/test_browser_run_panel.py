@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, axe_violations, browser_context, require
-from tests.conftest import REPO, tool_files
+from tests.support import REPO, require, tool_files
+from tests.support.browser import ARTIFACTS, axe_violations, browser_context
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import Run, Tool

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, axe_violations, browser_context, chromium
-from tests.progress_support import add_count_progress
+from tests.support.browser import ARTIFACTS, axe_violations, browser_context, chromium
+from tests.support.progress import add_count_progress
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
 

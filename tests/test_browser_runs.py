@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import Group, User
-from worker_fixtures import wait_for_run
 
-from tests.browser_support import ARTIFACTS, browser_context
+from tests.support.browser import ARTIFACTS, browser_context
+from tests.support.worker import wait_for_run
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
 from tools_app.roles import DEVELOPER, ensure_groups

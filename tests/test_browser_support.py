@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
-from tests.browser_support import chromium
+from tests.support.browser import chromium
 
 
 @pytest.mark.browser

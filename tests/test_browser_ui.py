@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import ARTIFACTS, browser_context
-from tests.conftest import tool_files
+from tests.support import tool_files
+from tests.support.browser import ARTIFACTS, browser_context
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, Tool
@@ -76,7 +76,7 @@ def test_integrations_and_tokens_share_the_console_look(
 ):
     """The integrations and token pages used the browser's own look: 200 px inputs, grey
     buttons. Now their inputs fill the form and their buttons are the console's."""
-    from tests.integrations_support import create
+    from tests.support.integrations import create
 
     create("search", "searxng", values={"url": "https://s.example.org"})
     viewport = {"width": width, "height": 900}

@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
-import integrations_support as support
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
@@ -25,8 +24,9 @@ from django.db import connection, transaction
 from django.test import Client
 from django.urls import NoReverseMatch, URLPattern, URLResolver, get_resolver, reverse
 
-from tests.conftest import tool_files
-from tests.forms_support import submit
+from tests.support import integrations as support
+from tests.support import tool_files
+from tests.support.forms import submit
 from tools_app.integrations.environment import environment_for
 from tools_app.integrations.types import integration_types
 from tools_app.models import (

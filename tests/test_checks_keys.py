@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import os
 
-import integrations_support as support
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from tests.forms_support import submit
+from tests.support import integrations as support
+from tests.support.forms import submit
 from tools_app.integrations import vault
 from tools_app.integrations.environment import environment_for
 from tools_app.integrations.errors import IntegrationUnavailable

@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import integrations_support as support
-
-from tests.conftest import REPO, tool_files
+from tests.support import REPO, tool_files
+from tests.support import integrations as support
 
 # A child per case, forked from one process that loaded Django once (a process per case
 # would spend most of the test starting Python). Each child runs manage.py's own entry

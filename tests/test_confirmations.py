@@ -4,11 +4,11 @@ of each confirm page changes nothing, and only its POST acts."""
 
 from __future__ import annotations
 
-import integrations_support as support
 import pytest
 
-from tests.conftest import tool_files
-from tests.forms_support import forms_of
+from tests.support import integrations as support
+from tests.support import tool_files
+from tests.support.forms import forms_of
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.models import AgentToken, AuditEvent, Integration, Tool, ToolVersion

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import httpx
-import integrations_support as support
 import pytest
 from django.urls import reverse
 
-from tests.forms_support import submit
+from tests.support import integrations as support
+from tests.support.forms import submit
 from tools_app.audit import Actor
 from tools_app.egress import client as http_client
 from tools_app.integrations.connection import connection_test, redact

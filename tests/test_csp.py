@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.conftest import REPO
+from tests.support import REPO
 from tools_app.audit import Actor
 from tools_app.runs import start
 

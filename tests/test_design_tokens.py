@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.browser_support import REPO
+from tests.support import REPO
 
 CSS = REPO / "static" / "css"
 COLOUR = re.compile(r"#[0-9a-fA-F]{3,8}\b|\brgba?\(|\bhsla?\(")

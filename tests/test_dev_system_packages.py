@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import prerequisite
+from tests.support import prerequisite
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = os.geteuid() == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils.safestring import SafeString
 
-from tests.conftest import tool_files
+from tests.support import tool_files
 from tools_app.audit import Actor
 from tools_app.catalog import diff
 from tools_app.catalog.rendering import MAX_HIGHLIGHT_CHARS

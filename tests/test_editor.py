@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
-from tests.editor_support import editor_data, file_index, form_data
-from tests.forms_support import submit
+from tests.support import require
+from tests.support.editor import editor_data, file_index, form_data
+from tests.support.forms import submit
 from tools_app.catalog import tool_templates
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.manifest import languages, toolmd
@@ -275,7 +275,7 @@ def test_it_adds_and_removes_files(developer_client, make_tool):
 
 
 def test_binary_files_and_crlf_line_endings_survive_an_edit(developer_client, db):
-    from tests.conftest import tool_files
+    from tests.support import tool_files
     from tools_app.audit import Actor
     from tools_app.catalog.versions import save_version
 

@@ -5,13 +5,13 @@ why, save nothing and start nothing; a draft run gets what any test run of a dra
 
 from __future__ import annotations
 
-import integrations_support as support
 import pytest
 from django.urls import reverse
 
-from tests.conftest import tool_files
-from tests.editor_support import file_index
-from tests.forms_support import find_form
+from tests.support import integrations as support
+from tests.support import tool_files
+from tests.support.editor import file_index
+from tests.support.forms import find_form
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.integrations.policy import is_published, secret_access

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils.html import escape
 
-from tests.editor_support import editor_data, file_index
+from tests.support.editor import editor_data, file_index
 from tools_app.models import AuditEvent, ToolVersion
 
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "problems", "HTTP_HX_TRIGGER": "problems"}

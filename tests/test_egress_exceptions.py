@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_http_tool_runs import RunStatus, Server, make, run_of, toolmd
 
+from tests.test_http_tool_runs import RunStatus, Server, make, run_of, toolmd
 from tools_app.egress import config
 from tools_app.egress import policy as egress_policy
 from tools_app.http_tools.context import validation_context

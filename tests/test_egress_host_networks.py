@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import egress_support as support
-from tests.conftest import require
+from tests.support import egress as support
+from tests.support import require
 from tests.test_egress_sandbox import PROBE_PY
 from tools_app.runner import isolation_level
 

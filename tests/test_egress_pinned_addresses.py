@@ -4,7 +4,7 @@ decide_host, egress_http.EgressBackend): a name that resolves to a public addres
 tools, connection tests and OpenAPI import alike.
 
 The name's DNS is the test double (socket.getaddrinfo, which egress_policy.resolve asks). Its
-public address is the test namespace's (tests/egress_support.py), where nothing listens
+public address is the test namespace's (tests/support/egress.py), where nothing listens
 on the port used: a connection there is reset at once, so a client that fell back to the
 name's next address would reach the listener on 127.0.0.1 straight away."""
 
@@ -20,9 +20,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from tests import egress_support as support
-from tests.forms_support import submit
-from tests.integrations_support import fast_passwords  # noqa: F401 (fixture)
+from tests.support import egress as support
+from tests.support.forms import submit
+from tests.support.integrations import fast_passwords  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.egress import policy as egress_policy

@@ -12,13 +12,12 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpcore
-import integrations_support as support
 import pytest
 from django.urls import reverse
 
-from tests import unprivileged
-from tests.conftest import require
-from tests.forms_support import submit
+from tests.support import integrations as support
+from tests.support import require, unprivileged
+from tests.support.forms import submit
 from tools_app.egress import client as http_client
 from tools_app.egress import policy as egress_policy
 from tools_app.runner import network

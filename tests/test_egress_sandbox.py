@@ -1,7 +1,7 @@
 """The egress policy in real tool runs (bubblewrap, slirp4netns, nftables, as root): a
 network: true tool reaches public addresses and nothing of the host or private networks,
 except what the policy allows. The "public" and private hosts are network namespaces of
-our own (tests/egress_support.py); nothing else is a traffic target."""
+our own (tests/support/egress.py); nothing else is a traffic target."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import egress_support as support
-from tests.conftest import require
+from tests.support import egress as support
+from tests.support import require
 from tools_app.egress import config
 from tools_app.egress import policy as egress_policy
 from tools_app.runner import FAILED, SUCCEEDED, RunRequest, isolation_level, network, run, standby
@@ -176,7 +176,7 @@ def test_it_keeps_the_hosts_loopback_closed_whatever_an_allowed_cidr_covers(
 def test_it_allows_an_integration_url_only_to_the_tool_that_declares_it(
     tmp_path, hosts, local_http, db
 ):
-    from tests import integrations_support
+    from tests.support import integrations as integrations_support
 
     integrations_support.create("searxng", values={"url": f"http://127.0.0.1:{local_http}"})
     target = [f"127.0.0.1:{local_http}", "127.0.0.1:6379"]
@@ -287,7 +287,7 @@ def test_it_records_the_policy_on_the_run_page_and_in_the_api(
     from django.test import Client
     from django.urls import reverse
 
-    from tests import integrations_support
+    from tests.support import integrations as integrations_support
     from tools_app.audit import Actor
     from tools_app.models import AgentToken
     from tools_app.runs import execute as run_execute

@@ -3,11 +3,11 @@ with secrets:read, only when CONSOLE_ENV_BRIDGE=on, every answer audited without
 
 from __future__ import annotations
 
-import integrations_support as support
 import pytest
-from agent_api import agent_client, reset_api_caches
 
-from tests.conftest import tool_files
+from tests.support import integrations as support
+from tests.support import tool_files
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import AuditEvent

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from tests.conftest import tool_files
+from tests.support import tool_files
 from tools_app.audit import Actor, record
 from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, Integration, Run, WorkerHeartbeat

@@ -10,9 +10,9 @@ import uuid
 import pytest
 from django.test import Client
 
-from tests.conftest import _user
-from tests.forms_support import submit
-from tests.integrations_support import fake_provider, send_json  # noqa: F401 (fixture)
+from tests.support import make_user
+from tests.support.forms import submit
+from tests.support.integrations import fake_provider, send_json  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog.versions import InvalidTool, publish_version, save_version
 from tools_app.models import AuditEvent, Run, Tool
@@ -109,7 +109,7 @@ def test_it_offers_the_button_to_developers_on_successful_http_runs(
     assert SAVE not in viewer_client.get(f"/runs/{run.pk}/").content.decode()
     assert viewer_client.post(f"/runs/{run.pk}/sample/").status_code == 403
     # The response is the run's output: another developer may not read it, nor keep it.
-    other = _user("dev2", DEVELOPER)
+    other = make_user("dev2", DEVELOPER)
     other_client = Client()
     other_client.force_login(other)
     assert SAVE not in other_client.get(f"/runs/{run.pk}/").content.decode()

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from worker_fixtures import REPO, CeleryWorker
 
+from tests.support import REPO
+from tests.support.worker import CeleryWorker
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath, shim
 from tools_app.catalog.versions import save_version, set_enabled

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.agent_api import agent_client, reset_api_caches
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import Tool

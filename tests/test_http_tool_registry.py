@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_api import agent_client, reset_api_caches
 
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version

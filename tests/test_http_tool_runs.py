@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.forms_support import submit
-from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
+from tests.support.forms import submit
+from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.http_tools import execute as http_execute
@@ -351,7 +351,8 @@ def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
     import uuid
 
     from cryptography.fernet import Fernet
-    from worker_fixtures import (
+
+    from tests.support.worker import (
         REDIS_URL,
         CeleryWorker,
         _configure_publisher,
@@ -516,7 +517,7 @@ def test_it_takes_list_inputs_from_the_api_and_the_run_form(
 ) -> None:
     from django.test import Client
 
-    from tests.agent_api import agent_client
+    from tests.support.agent_api import agent_client
 
     settings.ALLOWED_HOSTS = ["console.test", "testserver"]
     make(toolmd(server, LIST_QUERY, inputs=LIST_INPUTS, outputs=ITEM_OUTPUTS))

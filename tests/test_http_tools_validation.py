@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.conftest import tool_files
-from tests.forms_support import link, submit
+from tests.support import tool_files
+from tests.support.forms import link, submit
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.manifest import toolmd
@@ -119,7 +119,7 @@ def test_it_blocks_publishing_once_the_request_is_out_of_bounds(console, console
 def test_it_shows_the_problem_on_an_editor_save_and_keeps_the_text(
     console, developer_client
 ) -> None:
-    from tests.editor_support import editor_data
+    from tests.support.editor import editor_data
     from tools_app.audit import Actor
     from tools_app.catalog import bundle
     from tools_app.catalog.versions import save_version

@@ -14,9 +14,9 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.conftest import tool_files
-from tests.editor_support import zip_of
-from tests.forms_support import submit
+from tests.support import tool_files
+from tests.support.editor import zip_of
+from tests.support.forms import submit
 from tools_app.audit import Actor
 from tools_app.catalog import importer
 from tools_app.catalog.versions import save_version

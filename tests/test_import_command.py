@@ -13,8 +13,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.conftest import REPO, tool_files
-from tests.editor_support import zip_of
+from tests.support import REPO, tool_files
+from tests.support.editor import zip_of
 from tools_app.models import AuditEvent, Tool, ToolVersion
 
 

@@ -10,9 +10,9 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.agent_api import agent_client, reset_api_caches
-from tests.forms_support import submit
-from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
+from tests.support.agent_api import agent_client, reset_api_caches
+from tests.support.forms import submit
+from tests.support.integrations import fake_provider  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.manifest import input_files

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-import integrations_support as support
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from tests.forms_support import find_form, link, submit
+from tests.support import integrations as support
+from tests.support.forms import find_form, link, submit
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 
 SECRET = "sk-page-test-5f1c2a9e"

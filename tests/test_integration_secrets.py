@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-import integrations_support as support
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from tests.forms_support import find_form, submit
+from tests.support import integrations as support
+from tests.support.forms import find_form, submit
 from tools_app.audit import Actor
 from tools_app.integrations import vault
 from tools_app.integrations.environment import env_preview, environment_for

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tool_files
+from tests.support import tool_files
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.manifest import jssyntax
 from tools_app.manifest.toolmd import validate_files

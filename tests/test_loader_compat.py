@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from tests.conftest import require
+from tests.support import require
 from tests.test_seed_tools import (  # noqa: F401 (fixtures)
     MESSAGES,
     SEARX_TOKEN,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.forms_support import submit
+from tests.support.forms import submit
 
 pytestmark = pytest.mark.django_db
 
 LOGIN = "/accounts/login/"
-PASSWORD = "pw-for-tests-only"  # tests/conftest._user
+PASSWORD = "pw-for-tests-only"  # tests.support.make_user
 
 
 def log_in(client: Client, page: str, username: str, password: str, **kwargs):

@@ -18,7 +18,7 @@ from axes.models import AccessAttempt
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.forms_support import find_form, submit
+from tests.support.forms import find_form, submit
 from tools_app.models import AuditEvent
 
 pytestmark = pytest.mark.django_db

@@ -21,9 +21,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from worker_fixtures import REPO, CeleryWorker, skip_or_fail, wait_for_run
 
-from tests.progress_support import add_count_progress
+from tests.support import REPO
+from tests.support.progress import add_count_progress
+from tests.support.worker import CeleryWorker, skip_or_fail, wait_for_run
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.integrations.service import create_integration

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integrations_support import create
+from tests.support.integrations import create
 from tools_app.models import Integration
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from tests.editor_support import editor_data, file_index, zip_of
-from tests.forms_support import submit
-from tests.integrations_support import fake_provider  # noqa: F401 (fixture)
+from tests.support.editor import editor_data, file_index, zip_of
+from tests.support.forms import submit
+from tests.support.integrations import fake_provider  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.lib import nesting

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import integrations_support as support
 import pytest
 from django.apps import apps
 from django.contrib.auth.models import Group, User
@@ -41,6 +40,7 @@ from django.urls.resolvers import RegexPattern
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
+from tests.support import integrations as support
 from tools_app.audit import Actor
 from tools_app.catalog.versions import set_enabled
 from tools_app.models import (

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import prerequisite
+from tests.support import prerequisite
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import execute, start

@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
+from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
 from tools_app.http_tools.context import validation_context
 from tools_app.http_tools.openapi import document as openapi_document
 from tools_app.manifest import toolmd
@@ -446,13 +446,13 @@ PAGE = "/tools/-/import-openapi/"
 
 
 def _read(client, changes: dict):
-    from tests.forms_support import submit
+    from tests.support.forms import submit
 
     return submit(client, PAGE, changes, button="Read document")
 
 
 def _choose(client, response, chosen: list[str] | None = None):
-    from tests.forms_support import find_form
+    from tests.support.forms import find_form
 
     form = find_form(response.content.decode(), button="Create drafts")
     data = form.data()
@@ -531,7 +531,7 @@ def test_it_imports_nothing_when_a_chosen_operation_is_refused(developer_client,
 
 def test_it_refuses_a_damaged_document_sent_back(developer_client):
     response = _read(developer_client, {"text": USPTO.read_text()})
-    from tests.forms_support import find_form
+    from tests.support.forms import find_form
 
     form = find_form(response.content.decode(), button="Create drafts")
     # A tampered hidden field: only a forged (or corrupted) POST sends this back.

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import _user
+from tests.support import make_user
 from tools_app.audit import Actor
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
@@ -57,7 +57,7 @@ def pages(client: Client, run: Run) -> str:
 
 def test_viewers_and_other_developers_do_not_read_the_output(run, viewer_client):
     other = Client()
-    other.force_login(_user("otto", DEVELOPER))
+    other.force_login(make_user("otto", DEVELOPER))
     for client in (viewer_client, other):
         html = pages(client, run)
         for canary in CANARIES:

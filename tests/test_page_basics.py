@@ -46,7 +46,7 @@ def auditor_client(db) -> Client:
 
 
 def test_the_configuration_banner_can_be_hidden_for_the_session(console_admin_client):
-    from tests.forms_support import submit
+    from tests.support.forms import submit
 
     page = console_admin_client.get("/tools/").content.decode()
     assert BANNER in page and "Development key in use" in page  # the test key

@@ -1,4 +1,4 @@
-"""Every prerequisite goes through conftest.require: it skips on a developer's machine that
+"""Every prerequisite goes through tests.support.require: it skips on a developer's machine that
 lacks it and fails in CI, so no security test can be skipped where it is judged."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import conftest
-from tests.conftest import prerequisite, require
+import tests.support
+from tests.support import prerequisite, require
 
 TESTS = Path(__file__).resolve().parent
 
@@ -29,17 +29,18 @@ def plain_skips(source: str) -> list[int]:
 
 def test_it_finds_no_plain_skip_in_the_suite():
     found = {}
-    for path in sorted(TESTS.glob("*.py")):
-        if path.name == Path(__file__).name:
+    support = Path(tests.support.__file__)
+    for path in sorted(TESTS.rglob("*.py")):
+        if path == Path(__file__) or "data" in path.relative_to(TESTS).parts:
             continue  # this file's own cases are examples of what it refuses
         lines = plain_skips(path.read_text())
-        if path.name == "conftest.py":
+        if path == support:
             # require() itself is the one place that may skip.
-            body = Path(conftest.__file__).read_text().splitlines()
+            body = support.read_text().splitlines()
             lines = [n for n in lines if "pytest.skip(why)" not in body[n - 1]]
         if lines:
-            found[path.name] = lines
-    assert found == {}, "skip through tests.conftest.require or prerequisite instead"
+            found[str(path.relative_to(TESTS))] = lines
+    assert found == {}, "skip through tests.support.require or prerequisite instead"
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from tests.agent_api import agent_client, reset_api_caches
-from tests.conftest import tool_files
-from tests.forms_support import link, submit
-from tests.integrations_support import fake_provider, send_json  # noqa: F401
+from tests.support import tool_files
+from tests.support.agent_api import agent_client, reset_api_caches
+from tests.support.forms import link, submit
+from tests.support.integrations import fake_provider, send_json  # noqa: F401
 from tools_app.api import mcp as mcp_server
 from tools_app.audit import Actor
 from tools_app.catalog.versions import publish_version, save_version
@@ -405,8 +405,7 @@ def test_browser_runs_through_the_celery_worker_follow_the_policy(
     worker, developer_client, console_admin_client
 ):
     """The whole browser path: the run form, the queue, a real worker, the sandbox."""
-    from worker_fixtures import wait_for_run
-
+    from tests.support.worker import wait_for_run
     from tools_app.models.runs import FINISHED
 
     save(publish=True, note="one")

@@ -11,9 +11,9 @@ import uuid
 import pytest
 from django.core.management import call_command
 
-from tests.agent_api import agent_client, reset_api_caches
-from tests.forms_support import submit
-from tests.integrations_support import fake_provider, fernet_keys, send_json  # noqa: F401
+from tests.support.agent_api import agent_client, reset_api_caches
+from tests.support.forms import submit
+from tests.support.integrations import fake_provider, fernet_keys, send_json  # noqa: F401
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.manifest import schema

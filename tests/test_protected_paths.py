@@ -9,7 +9,6 @@ import io
 import sys
 from pathlib import Path
 
-import integrations_support as support
 import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
@@ -17,8 +16,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.urls import reverse
 
-from tests.conftest import require
-from tests.forms_support import submit
+from tests.support import integrations as support
+from tests.support import require
+from tests.support.forms import submit
 from tools_app.audit import Actor
 from tools_app.integrations.environment import readable_paths_for
 from tools_app.integrations.validation import value_problem

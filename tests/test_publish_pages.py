@@ -10,8 +10,8 @@ import re
 import pytest
 from django.conf import settings
 
-from tests.conftest import tool_files
-from tests.forms_support import submit
+from tests.support import tool_files
+from tests.support.forms import submit
 from tools_app.audit import Actor
 from tools_app.catalog.datapath import MARKER
 from tools_app.catalog.versions import save_version

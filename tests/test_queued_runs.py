@@ -14,10 +14,10 @@ import django.utils.timezone
 import pytest
 from django.conf import settings
 from django.test import Client
-from worker_fixtures import wait_for_run
 
 from console.celery import app
-from tests.forms_support import submit
+from tests.support.forms import submit
+from tests.support.worker import wait_for_run
 from tools_app import tasks
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.support import REPO, require
 from tools_app.forms.runs import RawParamsForm, raw_schema
 from tools_app.manifest import schema
 from tools_app.manifest.inputs import ARRAY_TYPES, INPUT_TYPES, InputSpec

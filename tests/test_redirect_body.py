@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
+from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.egress import client

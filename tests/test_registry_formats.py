@@ -12,8 +12,8 @@ from jsonschema import Draft202012Validator
 from openai.types.chat import ChatCompletionToolParam
 from openai.types.responses import FunctionToolParam
 from pydantic import TypeAdapter
-from test_schema import TOOLMD
 
+from tests.test_schema import TOOLMD
 from tools_app.manifest.schema import strict_schema, tool_entry, validate_params
 from tools_app.manifest.toolmd import Manifest, parse_toolmd
 
@@ -106,7 +106,7 @@ def test_a_strict_models_answer_is_valid_and_nulls_mean_not_given(manifest):
 
 @pytest.mark.django_db
 def test_the_registry_serves_strict_openai_tools(make_tool):
-    from agent_api import agent_client, reset_api_caches
+    from tests.support.agent_api import agent_client, reset_api_caches
 
     reset_api_caches()
     make_tool("lookup", language="python", inputs={"q": {"type": "string", "description": "Q."}})
@@ -134,7 +134,7 @@ def test_the_registry_serves_strict_openai_tools(make_tool):
     ],
 )
 def test_the_registry_refuses_a_bad_strict(query, message):
-    from agent_api import agent_client, reset_api_caches
+    from tests.support.agent_api import agent_client, reset_api_caches
 
     reset_api_caches()
     response = agent_client("registry:read").get("/api/v1/registry", query)
@@ -220,9 +220,8 @@ def test_a_tool_with_a_json_input_is_served_without_strict():
 def test_every_seed_tool_is_served_in_every_format_and_flag():
     """The seed catalog as a fresh install has it (apify_run_actor has an optional json
     input, which once answered 500 under strict): every format, strict or not."""
-    from agent_api import agent_client, reset_api_caches
-
-    from tests.conftest import REPO
+    from tests.support import REPO
+    from tests.support.agent_api import agent_client, reset_api_caches
     from tools_app.catalog.sync import sync_tools
 
     reset_api_caches()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import tool_files
-from tests.forms_support import find_form, link, submit
+from tests.support import tool_files
+from tests.support.forms import find_form, link, submit
 from tools_app.audit import Actor
 from tools_app.catalog.versions import VersionConflict, rollback, save_version
 from tools_app.manifest import toolmd

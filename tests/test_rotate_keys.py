@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import io
 
-import integrations_support as support
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from tests.support import integrations as support
 from tools_app.audit import Actor
 from tools_app.integrations import vault
 from tools_app.integrations.environment import environment_for

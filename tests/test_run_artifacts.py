@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 from django.urls import reverse
-from worker_fixtures import wait_for_run
 
+from tests.support.worker import wait_for_run
 from tools_app.audit import Actor
 from tools_app.models import Run, RunArtifact
 from tools_app.models.runs import FINISHED, ArtifactStore, RunStatus, RunVia

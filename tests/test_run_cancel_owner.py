@@ -10,8 +10,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.agent_api import agent_client
-from tests.forms_support import submit
+from tests.support.agent_api import agent_client
+from tests.support.forms import submit
 from tools_app.audit import Actor
 from tools_app.models import AgentToken, AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia

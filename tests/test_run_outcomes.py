@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests import unprivileged
-from tests.forms_support import find_form, submit
+from tests.support import unprivileged
+from tests.support.forms import find_form, submit
 from tools_app.models import AgentToken, Run
 from tools_app.models.runs import RunStatus
 from tools_app.models.tokens import Scope

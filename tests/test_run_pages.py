@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.forms_support import submit
+from tests.support.forms import submit
 from tools_app.audit import Actor
 from tools_app.forms.runs import RunForm
 from tools_app.models import Run, RunArtifact, RunUpdate, Tool

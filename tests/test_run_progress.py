@@ -14,8 +14,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import in_ci
-from tests.progress_support import add_count_progress
+from tests.support import in_ci
+from tests.support.progress import add_count_progress
 from tools_app.api.mcp import Counter
 from tools_app.audit import Actor
 from tools_app.models import Run, RunUpdate, Tool

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
+from tests.support import require
 from tools_app.runner import (
     CANCELLED,
     FAILED,

@@ -17,8 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from console.settings import envcpus
-from tests import unprivileged
-from tests.conftest import require
+from tests.support import require, unprivileged
 from tools_app.audit import Actor
 from tools_app.models import WorkerHeartbeat
 from tools_app.models.runs import RunVia

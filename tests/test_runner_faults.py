@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests import unprivileged
-from tests.conftest import require
+from tests.support import require, unprivileged
 from tools_app.runner import (
     CANCELLED,
     FAILED,

@@ -19,8 +19,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from tests import unprivileged
-from tests.conftest import prerequisite, require
+from tests.support import prerequisite, require, unprivileged
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import (

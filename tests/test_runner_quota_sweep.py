@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.support import require
 from tools_app.runner import quota
 
 

@@ -5,7 +5,7 @@ network.py). IPv6 is not routed for any worker: it fails at once and reaches not
 host.
 
 When the suite runs as root, the tests marked `when_root` run in a child pytest as uid
-65534 (tests/unprivileged.py); the test hosts (tests/egress_support.py, which needs root)
+65534 (tests/support/unprivileged.py); the test hosts (tests/support/egress.py, which needs root)
 are made by the parent and named to the child in the environment."""
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests import egress_support as support
-from tests import unprivileged
-from tests.conftest import require
+from tests.support import egress as support
+from tests.support import require, unprivileged
 from tools_app.egress import policy as egress_policy
 from tools_app.runner import (
     FAILED,

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import unprivileged
-from tests.conftest import prerequisite, require
+from tests.support import prerequisite, require, unprivileged
 from tools_app.runner import SUCCEEDED, Limits, RunOutcome, RunRequest, isolation_level, run
 
 FAST = Limits(timeout=30, grace_seconds=1)

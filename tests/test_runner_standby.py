@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
+from tests.support import require
 from tests.test_runner_faults import (
     CONNECT_PY,
     HOST_FILES_PY,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import prerequisite, require
+from tests.support import prerequisite, require
 from tests.test_runner_privilege import processes_with_argument
 from tools_app.runner import (
     SUCCEEDED,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
+from tests.support import require
 from tools_app.runner import (
     FAILED,
     SUCCEEDED,

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tests import unprivileged
-from tests.conftest import require
+from tests.support import require, unprivileged
 from tools_app.audit import Actor
 from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
@@ -357,7 +356,7 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
 
     from django.core.management import call_command
 
-    from tests.conftest import REPO
+    from tests.support import REPO
     from tools_app.catalog.sync import sync_tools
     from tools_app.models import Tool
 
@@ -407,7 +406,7 @@ def test_it_lets_email_db_read_the_database_its_integration_names(db, tmp_path, 
 def test_it_parses_each_unsaved_version_for_itself(db):
     """The editor's stand-in for the next draft has no id or hash: two such versions of
     different tools must not share a remembered manifest."""
-    from tests.conftest import tool_files
+    from tests.support import tool_files
     from tools_app.models import ToolVersion
 
     first, second = (

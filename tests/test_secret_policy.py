@@ -9,16 +9,16 @@ from __future__ import annotations
 import io
 import json
 
-import integrations_support as support
 import pytest
-from agent_api import agent_client, reset_api_caches
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
-from worker_fixtures import wait_for_run
 
-from tests.conftest import require, tool_files
-from tests.forms_support import link, submit
+from tests.support import integrations as support
+from tests.support import require, tool_files
+from tests.support.agent_api import agent_client, reset_api_caches
+from tests.support.forms import link, submit
+from tests.support.worker import wait_for_run
 from tools_app.audit import Actor
 from tools_app.catalog.versions import publish_version, save_version
 from tools_app.integrations.policy import set_allow_test_runs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
+from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath
 from tools_app.catalog.sync import sync_tools

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
+from tests.support import require
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.runner import (
     CANCELLED,

@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import integrations_support as support
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.support import integrations as support
 from tools_app.integrations import vault
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
 

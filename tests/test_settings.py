@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, require
+from tests.support import REPO, require
+from tests.support.worker import worker_database_url
 from tests.test_seed_tools import _write_wav
-from tests.worker_fixtures import worker_database_url
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import RunArtifact
@@ -96,7 +96,7 @@ STARTS_60_PROCESSES = "for i in $(seq 1 60); do sleep 1 & done\nwait\necho all 6
 
 
 def publish(name: str, language: str, source: str) -> None:
-    from tests.conftest import tool_files
+    from tests.support import tool_files
 
     files = tool_files(name, language, source=source, extra={"timeout": 60})
     save_version(name, files, actor=Actor.system(), publish=True)
@@ -198,7 +198,7 @@ def test_csrf_trusted_origins_admits_a_proxys_origin(tmp_path):
     # while the console sees plain HTTP. Django refuses that Origin unless it is trusted.
     # (Committed, not in a test transaction: the child's failed login writes axes records.)
     code = LOGIN_PAGE.format(host="console.example.org") + textwrap.dedent("""
-        from tests.forms_support import find_form
+        from tests.support.forms import find_form
         form = find_form(page.content.decode(), form_id="login-form")
         answer = client.post(
             form.attrs.get("action") or "/accounts/login/",
@@ -288,7 +288,7 @@ def test_hypothesis_is_derandomized_in_ci():
     """A property-test failure in CI must be reproducible: same examples every run."""
     import hypothesis
 
-    from tests.conftest import in_ci
+    from tests.support import in_ci
 
     require(not in_ci(), "only CI derandomizes (locally Hypothesis explores)")
     assert hypothesis.settings.default.derandomize is True

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.db.utils import ConnectionHandler
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PRIVATE_DIRS = ["", "static", "broker", "broker/queue", "broker/processed", "broker/control",
                 "artifacts", "runs"]  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 from django.core import checks
 from django.core.management import call_command
 
-from tests.conftest import REPO, tool_files
+from tests.support import REPO, tool_files
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.http_tools.context import validation_context

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from worker_fixtures import CeleryWorker, worker_database_url
 
 from console import celery as console_celery
-from tests.conftest import require, toolmd_text
+from tests.support import require, toolmd_text
+from tests.support.worker import CeleryWorker, worker_database_url
 from tests.test_bundle import write
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version

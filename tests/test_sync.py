@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.conftest import REPO, tool_files
+from tests.support import REPO, tool_files
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath, shim
 from tools_app.catalog.sync import sync_tools

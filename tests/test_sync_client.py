@@ -18,9 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from agent_api import reset_api_caches
-from conftest import tool_files
 
+from tests.support import tool_files
+from tests.support.agent_api import reset_api_caches
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version, set_enabled

@@ -5,8 +5,8 @@ saying so, when the revision is unknown or too old."""
 from __future__ import annotations
 
 import pytest
-from agent_api import agent_client, reset_api_caches
 
+from tests.support.agent_api import agent_client, reset_api_caches
 from tools_app.api import sync as sync_api
 from tools_app.audit import Actor
 from tools_app.catalog.versions import set_enabled

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import browser_context, chromium
-from tests.conftest import TEMPLATES
-from tests.page_tour import PAGES, make_site, pages_for, visit
+from tests.support import TEMPLATES
+from tests.support.browser import browser_context, chromium
+from tests.support.page_tour import PAGES, make_site, pages_for, visit
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from tests.conftest import REPO, TEMPLATES
+from tests.support import REPO, TEMPLATES
 from tests.test_settings import fresh_process
 
 

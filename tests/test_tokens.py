@@ -10,12 +10,12 @@ import sys
 from datetime import timedelta
 
 import pytest
-from agent_api import REPO
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from tests.forms_support import find_form, link, submit
+from tests.support import REPO
+from tests.support.forms import find_form, link, submit
 from tools_app.models import AgentToken, AuditEvent
 from tools_app.models.tokens import hash_token
 
@@ -267,7 +267,7 @@ def test_a_new_token_expires_in_90_days_unless_chosen_otherwise(console_admin_cl
 def test_an_expired_token_is_refused_even_if_it_was_remembered(db):
     """The API remembers a token for a moment; one that expires meanwhile is refused at
     once, not when the memory lapses."""
-    from agent_api import reset_api_caches
+    from tests.support.agent_api import reset_api_caches
 
     reset_api_caches()
     token, raw = AgentToken.issue(

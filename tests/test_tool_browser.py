@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_support import browser_context
+from tests.support.browser import browser_context
 from tests.test_tool_list import bulk_tools
 
 pytestmark = pytest.mark.browser

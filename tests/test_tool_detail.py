@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.conftest import tool_files, toolmd_text
+from tests.support import tool_files, toolmd_text
 from tools_app.audit import Actor
 from tools_app.catalog import rendering
 from tools_app.catalog.versions import publish_version, save_version, set_enabled

@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.conftest import ENTRY_SOURCE, toolmd_text
+from tests.support import ENTRY_SOURCE, toolmd_text
 from tools_app.audit import Actor
 from tools_app.catalog.versions import set_enabled
 from tools_app.models import Tool, ToolVersion

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import tool_files
+from tests.support import tool_files
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.manifest import schema, toolmd

@@ -16,9 +16,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.conftest import tool_files
-from tests.editor_support import zip_of
-from tests.forms_support import submit
+from tests.support import tool_files
+from tests.support.editor import zip_of
+from tests.support.forms import submit
 from tools_app.integrations.validation import RESERVED_SLUGS
 from tools_app.manifest.toolmd import NAME_RE
 from tools_app.models import Tool

@@ -909,7 +909,7 @@ def test_it_refuses_bad_version_numbers(version: int) -> None:
     ],
 )
 def test_it_reports_a_python_syntax_error_at_its_line(source, expected):
-    from tests.conftest import tool_files
+    from tests.support import tool_files
 
     files = tool_files("p", "python", source=source)
 
@@ -924,7 +924,7 @@ def test_it_reports_a_python_syntax_error_at_its_line(source, expected):
 
 def test_it_parses_python_it_never_runs(tmp_path):
     """The check reads the code: a tool that would write a file on import writes nothing."""
-    from tests.conftest import tool_files
+    from tests.support import tool_files
 
     marker = tmp_path / "ran"
     source = f"open({str(marker)!r}, 'w').write('x')\ndef execute(a, b, c, d):\n    pass\n"
@@ -937,7 +937,7 @@ def test_it_parses_python_it_never_runs(tmp_path):
 
 
 def test_it_knows_mcp_annotations_and_checks_them():
-    from tests.conftest import tool_files
+    from tests.support import tool_files
 
     good = tool_files("a", extra={"annotations": {"readOnlyHint": True, "idempotentHint": False}})
     result = validate_files(good, "a/TOOL.md", context=NO_CONSOLE)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from console.celery import app
-from tests.conftest import REPO, tool_files
+from tests.support import REPO, tool_files
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia

@@ -5,9 +5,9 @@ from __future__ import annotations
 import stat
 import threading
 
-import integrations_support as support
 import pytest
 
+from tests.support import integrations as support
 from tools_app.integrations import vault
 
 fernet_keys = support.fernet_keys

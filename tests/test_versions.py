@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import tool_files
+from tests.support import tool_files
 from tools_app.audit import Actor
 from tools_app.catalog.versions import (
     InvalidTool,

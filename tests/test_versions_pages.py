@@ -9,8 +9,8 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
-from tests.conftest import require
-from tests.editor_support import editor_data, form_data
+from tests.support import require
+from tests.support.editor import editor_data, form_data
 from tools_app.models import Tool, ToolVersion
 
 
@@ -140,7 +140,7 @@ def test_a_forged_base_is_a_conflict_not_an_overwrite(developer_client, make_too
 
 
 def test_the_history_pages_many_versions(developer_client, make_tool):
-    from tests.conftest import tool_files
+    from tests.support import tool_files
     from tools_app.audit import Actor
     from tools_app.catalog.versions import save_version
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 from django.test import Client
-from worker_fixtures import wait_for_run
 
-from tests.conftest import require
+from tests.support import require
+from tests.support.worker import wait_for_run
 from tools_app.audit import Actor
 from tools_app.models import Run
 from tools_app.models.runs import FINISHED, RunStatus, RunVia

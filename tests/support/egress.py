@@ -65,7 +65,7 @@ def holder_pid(prefix: list[str]) -> str:
 
 @contextlib.contextmanager
 def test_hosts() -> Iterator[EgressHosts]:
-    from tests.conftest import require
+    from tests.support import require
 
     require(os.geteuid() != 0, "egress tests create network namespaces: they need root")
     for tool in ("ip", "slirp4netns", "nft", "nsenter", "unshare"):

@@ -7,7 +7,7 @@ import zipfile
 
 from django.test import Client
 
-from tests.forms_support import form_data
+from tests.support.forms import form_data
 
 __all__ = ["editor_data", "file_index", "form_data", "zip_of"]
 

@@ -14,9 +14,8 @@ from django.conf import settings
 from django.db import connections
 from django.test import Client
 
-from tests.conftest import in_ci, require  # noqa: F401  (re-exported)
+from tests.support import REPO, require
 
-REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -7,7 +7,7 @@ from pathlib import Path
 from tools_app.audit import Actor
 from tools_app.models import Tool
 
-COUNT_PROGRESS = Path(__file__).resolve().parent / "data" / "tools" / "count_progress"
+COUNT_PROGRESS = Path(__file__).resolve().parents[1] / "data" / "tools" / "count_progress"
 
 
 def add_count_progress() -> Tool:

@@ -13,10 +13,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO
+
 NOBODY = 65534
 CHILD_FLAG = "TOOL_CONSOLE_TEST_UNPRIVILEGED"
 
@@ -96,7 +96,7 @@ def when_root(test: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(test)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if delegated():
-            from conftest import require
+            from tests.support import require
 
             require(
                 not tun_open_to_all(),

@@ -8,13 +8,13 @@ from pathlib import Path
 from django.core.cache import cache
 from django.test import Client
 
+from tests.support import REPO
 from tools_app.api import auth, conditional
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken
 
-REPO = Path(__file__).resolve().parents[1]
 # tests/data/toolmd carries a copy of the shared corpus's cases (tests/test_toolmd_corpus.py).
 CORPORA = [REPO / "tests" / "data" / "toolmd"]
 ALL_SCOPES = ("registry:read", "sync:read", "tools:invoke")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from tests.conftest import tool_files
-from tests.integrations_support import create as create_integration
+from tests.support import tool_files
+from tests.support.integrations import create as create_integration
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken, Run, Tool

@@ -1,4 +1,4 @@
-"""A real Celery worker for tests marked `worker` and `browser` (loaded by conftest.py).
+"""A real Celery worker for tests marked `worker` and `browser` (loaded by tests/conftest.py).
 
 The worker is a `celery -A console worker` subprocess on its own queue, against Redis when
 one answers on 127.0.0.1:6379 (required when CI=true) and otherwise kombu's filesystem
@@ -25,10 +25,10 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from conftest import in_ci, require
 from cryptography.fernet import Fernet
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support import REPO, in_ci, require
+
 CELERY = Path(sys.executable).with_name("celery")
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 REDIS_URL = os.environ.get("TEST_CELERY_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -290,7 +290,7 @@ def worker(celery_worker_process: CeleryWorker, transactional_db, settings) -> C
 @pytest.fixture(scope="session")
 def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterator[str]:
     """The console served as in production (gunicorn with uvicorn workers serving
-    console.asgi, tests/live_settings.py), sharing the worker's database, broker, queue
+    console.asgi, tests/support/live_settings.py), sharing the worker's database, broker, queue
     and keys. One per session: MCP and the http tools' index.js (test_http_shim.py)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -300,7 +300,7 @@ def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterat
         **celery_worker_process.env(),
         "CONSOLE_SYNC_ON_START": "0",
         "CONSOLE_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DJANGO_SETTINGS_MODULE": "tests.live_settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.live_settings",
         # Plain HTTP on loopback, as behind a TLS-terminating proxy: the API answers here
         # instead of redirecting to an https:// that nothing serves.
         "CONSOLE_SSL_REDIRECT": "0",

@@ -1,0 +1,1 @@
+"""The test suite: tests/conftest.py holds fixtures, tests/support/ the shared helpers."""

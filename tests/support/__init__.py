@@ -1,0 +1,121 @@
+"""What tests share that is not a fixture: paths, prerequisites, tool files, users.
+
+Fixtures and hooks live in tests/conftest.py; the helpers of one area are the other
+modules of this package (forms, browser, worker, egress, integrations, ...)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from django.contrib.auth.models import Group, User
+
+from tools_app.roles import ensure_groups
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared"
+TEMPLATES = REPO / "templates"
+
+ENTRY_SOURCE = {
+    "typescript": (
+        "index.ts",
+        "export async function execute(toolCallId: string, params: any, signal: AbortSignal,"
+        " onUpdate: (u: any) => void) {\n"
+        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n",
+    ),
+    "javascript": (
+        "index.js",
+        "export async function execute(toolCallId, params, signal, onUpdate) {\n"
+        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n",
+    ),
+    "python": (
+        "index.py",
+        "def execute(tool_call_id, params, signal, on_update):\n"
+        "    return {'content': [{'type': 'text', 'text': 'ok'}]}\n",
+    ),
+    "bash": ("index.sh", "#!/bin/bash\necho ok\n"),
+}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(missing: bool, why: str) -> None:
+    """Skip a test whose prerequisite is missing; in CI that is a failure."""
+    if missing:
+        if in_ci():
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def prerequisite(missing: bool, why: str) -> pytest.MarkDecorator:
+    """A test decorator for a prerequisite known at import time (a root worker, x86-64):
+    it goes through require() like every other, so CI fails instead of skipping."""
+    return pytest.mark.prerequisite(missing, why)
+
+
+def toolmd_text(
+    name: str,
+    *,
+    description: str | None = None,
+    language: str = "typescript",
+    inputs: dict | None = None,
+    integrations: list[str] | None = None,
+    version: int | None = None,
+    extra: dict | None = None,
+    body: str = "# Tool\n\n## Usage\n\nCall it.\n",
+) -> str:
+    front: dict = {"name": name, "description": description or f"The {name} tool."}
+    if version is not None:
+        front["version"] = version
+    front["language"] = language
+    if integrations:
+        front["integrations"] = integrations
+    if inputs:
+        front["inputs"] = inputs
+    front.update(extra or {})
+    return "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + body
+
+
+def tool_files(name: str, language: str = "typescript", source: str | None = None, **kw) -> dict:
+    entry, default_source = ENTRY_SOURCE[language]
+    return {
+        "TOOL.md": toolmd_text(name, language=language, **kw).encode(),
+        entry: (source or default_source).encode(),
+    }
+
+
+def make_user(username: str, role: str | None) -> User:
+    """A user with the test password in `role`'s group (None: in no group)."""
+    ensure_groups()
+    user = User.objects.create_user(username, f"{username}@example.com", "pw-for-tests-only")
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+class FakeClock:
+    """time.monotonic and time.sleep on a clock only the test moves: sleeping advances it
+    at once. Everything else is the real time module."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        import time
+
+        return getattr(time, name)

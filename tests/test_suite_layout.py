@@ -1,0 +1,63 @@
+"""The suite's own layout: shared helpers come from tests/support/, never from conftest.py
+(pytest loads conftest.py itself; importing it as a module as well gives a second copy)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def suite_modules() -> list[Path]:
+    return [
+        path for path in sorted(TESTS.rglob("*.py")) if "data" not in path.relative_to(TESTS).parts
+    ]
+
+
+def conftest_imports(source: str) -> list[int]:
+    """Lines that import conftest as a module: `from tests.conftest import x`,
+    `from conftest import x`, `from tests import conftest`, `import tests.conftest`."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = {alias.name for alias in node.names}
+            if module.split(".")[-1] == "conftest" or "conftest" in names:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Import) and any(
+            alias.name.split(".")[-1] == "conftest" for alias in node.names
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_it_imports_no_helper_from_conftest():
+    found = {}
+    for path in suite_modules():
+        if path == Path(__file__):
+            continue  # this file's own cases are examples of what it refuses
+        lines = conftest_imports(path.read_text())
+        if lines:
+            found[str(path.relative_to(TESTS))] = lines
+    assert found == {}, "import shared helpers from tests.support, not from conftest"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tests.conftest import tool_files\n",
+        "from conftest import require\n",
+        "from tests import conftest\n",
+        "import tests.conftest\n",
+        "def f():\n    from tests.conftest import REPO\n",
+    ],
+)
+def test_it_sees_each_way_of_importing_conftest(source):
+    assert conftest_imports(source) != []
+
+
+def test_it_lets_support_imports_through():
+    assert conftest_imports("from tests.support import require\nimport tests.support\n") == []
