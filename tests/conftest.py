@@ -18,6 +18,7 @@ from django.template.base import FilterExpression
 from django.test import Client
 
 from tests.support import TEMPLATES, FakeClock, in_ci, make_user, require, tool_files
+from tests.support.stand_in import Answer, StandIn
 from tools_app.audit import Actor
 from tools_app.models import Tool
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER
@@ -169,6 +170,22 @@ def developer_client(developer) -> Client:
 @pytest.fixture
 def console_admin_client(console_admin) -> Client:
     return _client(console_admin)
+
+
+@pytest.fixture
+def stand_in() -> Iterator[Callable[..., StandIn]]:
+    """stand_in(answer, host="127.0.0.1", http11=False) -> a started local HTTP server
+    standing in for an outside API (tests/support/stand_in.py); closed after the test."""
+    started: list[StandIn] = []
+
+    def start(answer: Answer, **where) -> StandIn:
+        server = StandIn(answer, **where).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
 
 
 # A real Celery worker for @pytest.mark.worker and browser tests (tests/support/worker.py).

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from tests.support import integrations as support
 from tests.support.forms import submit
+from tests.support.stand_in import Reply, Request, redirect
 from tools_app.audit import Actor
 from tools_app.egress import client as http_client
 from tools_app.integrations.connection import connection_test, redact
@@ -227,14 +228,8 @@ def test_it_refuses_redirects_to_other_schemes(fake_provider, location):
 
 
 def test_it_follows_redirects_on_the_same_origin_with_credentials(fake_provider):
-    def handler(request) -> bool:
-        if request.path == "/start":
-            request.send_response(302)
-            request.send_header("Location", "/end")
-            request.send_header("Content-Length", "0")
-            request.end_headers()
-            return True
-        return False
+    def handler(request: Request) -> Reply | None:
+        return redirect("/end") if request.path == "/start" else None
 
     fake_provider.handler = handler
     result = http_client.request(
@@ -247,14 +242,8 @@ def test_it_follows_redirects_on_the_same_origin_with_credentials(fake_provider)
 def test_it_drops_credentials_on_a_redirect_to_another_origin(fake_provider):
     other = fake_provider.url.replace("127.0.0.1", "localhost")
 
-    def handler(request) -> bool:
-        if request.path == "/start":
-            request.send_response(307)
-            request.send_header("Location", other + "/elsewhere")
-            request.send_header("Content-Length", "0")
-            request.end_headers()
-            return True
-        return False
+    def handler(request: Request) -> Reply | None:
+        return redirect(other + "/elsewhere", 307) if request.path == "/start" else None
 
     fake_provider.handler = handler
     http_client.request(

@@ -88,8 +88,8 @@ def test_a_refusal_says_how_to_allow_the_destination():
 
 
 @pytest.fixture
-def server(settings):
-    srv = Server()
+def server(settings, stand_in):
+    srv = Server(stand_in)
     settings.ALLOWED_HOSTS = ["console.test", "127.0.0.1", "localhost"]
     settings.TOOL_NETWORK_ALLOW = ""
     yield srv

@@ -93,7 +93,7 @@ def lan() -> Iterator[Lan]:
             ip(other, "-6", "addr", "add", f"{NEIGHBOUR6}/64", "dev", "b0", "nodad")
             # One HTTP server on port 80 of every address of the LAN namespace.
             server = subprocess.Popen(
-                [*other, sys.executable, support.__file__, PUBLIC], stdin=subprocess.DEVNULL
+                [*other, *support.serve_command(PUBLIC)], stdin=subprocess.DEVNULL, cwd=REPO
             )
             deadline = time.monotonic() + 10
             while True:

@@ -7,9 +7,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpcore
 import pytest
@@ -18,6 +15,7 @@ from django.urls import reverse
 from tests.support import integrations as support
 from tests.support import require, unprivileged
 from tests.support.forms import submit
+from tests.support.stand_in import Reply, Request, redirect
 from tools_app.egress import client as http_client
 from tools_app.egress import policy as egress_policy
 from tools_app.runner import network
@@ -143,41 +141,26 @@ def test_it_writes_nftables_rules_that_refuse_by_default_and_dnat_allowed_loopba
 # --- the console's own requests --------------------------------------------------------
 
 
-class _Redirecting(BaseHTTPRequestHandler):
-    target = ""
-    seen: list[dict[str, str]] = []
+class Redirecting:
+    """The answer of two servers: /go... redirects to `target` (once set), anything else
+    is a console page. `seen` holds the headers of every request either server got."""
 
-    def log_message(self, *args) -> None:
-        return
+    def __init__(self) -> None:
+        self.target = ""
+        self.seen: list[dict[str, str]] = []
 
-    def do_GET(self) -> None:
-        type(self).seen.append(dict(self.headers))
-        if self.path.startswith("/go") and self.target:
-            self.send_response(302)
-            self.send_header("Location", self.target)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = b"secret console page"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def answer(self, request: Request) -> Reply:
+        self.seen.append(request.headers)
+        if request.path.startswith("/go") and self.target:
+            return redirect(self.target)
+        return Reply(200, b"secret console page")
 
 
 @pytest.fixture
-def servers() -> Iterator[tuple[int, int, type[_Redirecting]]]:
-    handler = type("Handler", (_Redirecting,), {"seen": [], "target": ""})
-    made = [ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(2)]
-    for server in made:
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield made[0].server_address[1], made[1].server_address[1], handler
-    finally:
-        for server in made:
-            server.shutdown()
-            server.server_close()
+def servers(stand_in) -> tuple[int, int, Redirecting]:
+    handler = Redirecting()
+    first, second = (stand_in(handler.answer, methods=("GET",)) for _ in range(2))
+    return first.port, second.port, handler
 
 
 def test_it_refuses_a_console_request_to_the_hosts_loopback(servers):

@@ -60,13 +60,8 @@ def hosts() -> Iterator[support.EgressHosts]:
 
 
 @pytest.fixture
-def local_http() -> Iterator[int]:
-    server, port = support.local_server()
-    try:
-        yield port
-    finally:
-        server.shutdown()
-        server.server_close()
+def local_http(stand_in) -> int:
+    return stand_in(support.hello).port
 
 
 @pytest.fixture(autouse=True)
@@ -119,19 +114,15 @@ def test_it_reaches_public_addresses_and_refuses_the_hosts_loopback_and_private_
     assert all(r.startswith("refused") for r in results.values()), results
 
 
-def test_it_refuses_the_console_hosts_own_addresses(tmp_path, hosts):
+def test_it_refuses_the_console_hosts_own_addresses(tmp_path, hosts, stand_in):
     # The host's end of the test link has a public address: a console host with a public
     # address serves its pages there (not only on loopback).
     egress_policy._host_networks.cache_clear()  # the link is new
     assert egress_policy.refusal(ipaddress.ip_address(hosts.host_public)) is None
-    server, port = support.local_server(hosts.host_public)
-    try:
-        results = probe(
-            tmp_path, [f"{hosts.host_public}:{port}", f"{hosts.public}:80"], egress_policy.build("")
-        )
-    finally:
-        server.shutdown()
-        server.server_close()
+    port = stand_in(support.hello, host=hosts.host_public).port
+    results = probe(
+        tmp_path, [f"{hosts.host_public}:{port}", f"{hosts.public}:80"], egress_policy.build("")
+    )
     assert results[f"{hosts.public}:80"].startswith("ok")
     assert results[f"{hosts.host_public}:{port}"].startswith("refused"), results
 

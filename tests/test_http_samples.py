@@ -13,6 +13,7 @@ from django.test import Client
 from tests.support import make_user
 from tests.support.forms import submit
 from tests.support.integrations import fake_provider, send_json  # noqa: F401 (fixture)
+from tests.support.stand_in import Reply, Request
 from tools_app.audit import Actor
 from tools_app.catalog.versions import InvalidTool, publish_version, save_version
 from tools_app.models import AuditEvent, Run, Tool
@@ -31,10 +32,10 @@ def provider(fake_provider):  # noqa: F811 (the fixture above, by another name)
     return fake_provider
 
 
-def echo(handler) -> bool:
+def echo(request: Request) -> Reply:
     """Providers do echo credentials back; the response must be stored without them."""
-    data = {"data": {"id": "r1", "status": "READY", "echo": handler.headers.get("X-Key", "")}}
-    return send_json(handler, data)
+    data = {"data": {"id": "r1", "status": "READY", "echo": request.header("X-Key", "")}}
+    return send_json(request, data)
 
 
 def toolmd(url: str, outputs: str = "") -> bytes:

@@ -7,7 +7,6 @@ the console."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import socket
@@ -16,13 +15,13 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.support import REPO
+from tests.support.stand_in import Reply, Request, json_reply
 from tests.support.worker import CeleryWorker
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath, shim
@@ -42,40 +41,23 @@ class Provider:
     """Stands in for the http tool's API: /item/<id> answers JSON (echoing the bearer
     token it was sent, which the console must redact); /slow answers only once released."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_in) -> None:
         self.seen: list[dict] = []
         self.release = threading.Event()
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                auth = self.headers.get("Authorization", "")
-                provider.seen.append({"path": self.path, "auth": auth})
-                if self.path == "/slow":
-                    provider.release.wait(60)
-                item = self.path.rsplit("/", 1)[-1]
-                body = json.dumps({"data": {"id": item, "echo": auth}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                with contextlib.suppress(OSError):  # the console hung up (a cancelled run)
-                    self.wfile.write(body)
-
         # Another loopback address than the console's own 127.0.0.1 (a tool never calls
         # back into the console).
-        self.httpd = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.2:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base = stand_in(self.answer, host="127.0.0.2", methods=("GET",)).url
+
+    def answer(self, request: Request) -> Reply:
+        auth = request.header("Authorization", "")
+        self.seen.append({"path": request.path, "auth": auth})
+        if request.path == "/slow":
+            self.release.wait(60)
+        item = request.path.rsplit("/", 1)[-1]
+        return json_reply({"data": {"id": item, "echo": auth}})
 
     def close(self) -> None:
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
@@ -84,19 +66,19 @@ def live(console_url: str, worker: CeleryWorker) -> str:
 
 
 @pytest.fixture
-def provider(worker: CeleryWorker) -> Iterator[Provider]:
-    stand_in = Provider()
+def provider(worker: CeleryWorker, stand_in) -> Iterator[Provider]:
+    api = Provider(stand_in)
     # The egress policy lets a tool reach the URL fields of the integrations it declares.
     create_integration(
         "shimitems",
         "custom",
         actor=Actor.system(),
-        values={"items_url": stand_in.base},
+        values={"items_url": api.base},
         secrets={"items_token": CANARY},
         custom_fields="ITEMS_URL url\nITEMS_TOKEN secret required",
     )
-    yield stand_in
-    stand_in.close()
+    yield api
+    api.close()
 
 
 def publish_http_tool(name: str, url: str) -> None:
@@ -270,51 +252,24 @@ class ScriptedConsole:
     (a status code and JSON body; `hold` first waits a second, as a long poll would) and
     the cancel with `cancel`; records what it was asked."""
 
-    def __init__(self, polls: list, cancel: tuple[int, dict] = (200, {})) -> None:
+    def __init__(self, stand_in, polls: list, cancel: tuple[int, dict] = (200, {})) -> None:
         self.asked: list[tuple[str, str, str]] = []
-        script = list(polls)
-        console = self
+        self.script = list(polls)
+        self.cancel = cancel
+        self.url = stand_in(self.answer, methods=("GET", "POST")).url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def answer(self, status: int, body: dict, **headers: str) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                with contextlib.suppress(OSError):  # a poll the client gave up on
-                    self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                console.asked.append(("POST", self.path, self.headers["Authorization"]))
-                if self.path == "/moved/api/v1/tools/demo/invoke":
-                    self.answer(308, {}, Location="https://elsewhere.example/")
-                elif self.path.endswith("/invoke"):
-                    self.answer(202, {"run": "r1", "status": "queued", "url": "/api/v1/runs/r1"})
-                else:
-                    self.answer(*cancel)
-
-            def do_GET(self) -> None:
-                console.asked.append(("GET", self.path, self.headers["Authorization"]))
-                status, body = script.pop(0)
-                if body.pop("hold", False):
-                    time.sleep(1)
-                self.answer(status, body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, request: Request) -> Reply:
+        self.asked.append((request.method, request.path, request.header("Authorization")))
+        if request.method == "GET":
+            status, body = self.script.pop(0)
+            if body.pop("hold", False):
+                time.sleep(1)
+            return json_reply(body, status)
+        if request.path == "/moved/api/v1/tools/demo/invoke":
+            return json_reply({}, 308, Location="https://elsewhere.example/")
+        if request.path.endswith("/invoke"):
+            return json_reply({"run": "r1", "status": "queued", "url": "/api/v1/runs/r1"}, 202)
+        return json_reply(self.cancel[1], self.cancel[0])
 
 
 def demo_tool(tmp_path: Path) -> Path:
@@ -332,20 +287,18 @@ def update(seq: int, text: str) -> dict:
     return {"seq": seq, "at": "2026-01-01T00:00:00Z", "content": [{"type": "text", "text": text}]}
 
 
-def test_it_follows_updates_across_polls_and_retries_a_failing_poll(tmp_path):
+def test_it_follows_updates_across_polls_and_retries_a_failing_poll(tmp_path, stand_in):
     console = ScriptedConsole(
+        stand_in,
         [
             (200, {"status": "running", "updates": [update(1, "one")]}),
             (503, {"error": "unavailable"}),
             (200, {"status": "running", "updates": [update(1, "one"), update(2, "two")]}),
             (200, {"status": "lost", "result": None, "error": "the worker died", "updates": []}),
-        ]
+        ],
     )
-    try:
-        env = {"CONSOLE_URL": console.url, "CONSOLE_TOKEN": "tc_demo"}
-        got = call(demo_tool(tmp_path), "demo", {"q": 1}, env)
-    finally:
-        console.close()
+    env = {"CONSOLE_URL": console.url, "CONSOLE_TOKEN": "tc_demo"}
+    got = call(demo_tool(tmp_path), "demo", {"q": 1}, env)
     assert got["updates"] == ["one", "two"]
     assert got["result"] == {
         "content": [
@@ -358,9 +311,10 @@ def test_it_follows_updates_across_polls_and_retries_a_failing_poll(tmp_path):
     assert {auth for *_, auth in console.asked} == {"Bearer tc_demo"}
 
 
-def test_it_cancels_during_a_long_poll_and_returns_a_run_that_ended_meanwhile(tmp_path):
+def test_it_cancels_during_a_long_poll_and_returns_a_run_that_ended_meanwhile(tmp_path, stand_in):
     done = {"content": [{"type": "text", "text": "made it"}], "isError": False}
     console = ScriptedConsole(
+        stand_in,
         [
             (200, {"status": "running", "updates": [update(1, "started")]}),
             (200, {"status": "running", "updates": [], "hold": True}),  # aborted meanwhile
@@ -368,11 +322,8 @@ def test_it_cancels_during_a_long_poll_and_returns_a_run_that_ended_meanwhile(tm
         ],
         cancel=(409, {"error": "run already ended", "detail": {"status": "succeeded"}}),
     )
-    try:
-        env = {"CONSOLE_URL": console.url, "CONSOLE_TOKEN": "tc_demo"}
-        got = call(demo_tool(tmp_path), "demo", {}, env, abort_on="started")
-    finally:
-        console.close()
+    env = {"CONSOLE_URL": console.url, "CONSOLE_TOKEN": "tc_demo"}
+    got = call(demo_tool(tmp_path), "demo", {}, env, abort_on="started")
     assert got["result"] == done  # the run had ended: its result, not an error
     asked = [(method, path) for method, path, _ in console.asked]
     assert asked[:2] == [("POST", "/api/v1/tools/demo/invoke"), ("GET", f"{RUN}?wait=25&after=0")]
@@ -382,12 +333,9 @@ def test_it_cancels_during_a_long_poll_and_returns_a_run_that_ended_meanwhile(tm
     assert after_cancel and set(after_cancel) == {("GET", f"{RUN}?wait=5&after=1")}
 
 
-def test_it_refuses_to_follow_a_redirect_with_the_token(tmp_path):
-    console = ScriptedConsole([])
-    try:
-        env = {"CONSOLE_URL": console.url + "/moved", "CONSOLE_TOKEN": "tc_demo"}
-        got = call(demo_tool(tmp_path), "demo", {}, env)
-    finally:
-        console.close()
+def test_it_refuses_to_follow_a_redirect_with_the_token(tmp_path, stand_in):
+    console = ScriptedConsole(stand_in, [])
+    env = {"CONSOLE_URL": console.url + "/moved", "CONSOLE_TOKEN": "tc_demo"}
+    got = call(demo_tool(tmp_path), "demo", {}, env)
     assert "redirect (HTTP 308) to https://elsewhere.example/" in got["thrown"]
     assert "set CONSOLE_URL to the console's own base URL" in got["thrown"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.support.forms import submit
 from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
+from tests.support.stand_in import Reply, Request, json_reply
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.http_tools import execute as http_execute
@@ -28,113 +28,71 @@ SAMPLE = {"source": "https://docs.example.com/items", "status": 200,
 
 
 class Server:
-    def __init__(self) -> None:
+    """Two local servers (`port` and `other_port`) giving the same answers and recording
+    every request either got in `seen`."""
+
+    def __init__(self, stand_in) -> None:
         self.seen: list[dict] = []
         self.release = threading.Event()
         self.on_hang = None
-        server = self
+        methods = ("GET", "POST", "PUT", "DELETE", "HEAD", "PATCH")
+        self.port = stand_in(self.answer, http11=True, methods=methods).port
+        self.other_port = stand_in(self.answer, http11=True, methods=methods).port
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def answer(self, request: Request) -> Reply:
+        self.seen.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "body": request.body,
+                "headers": request.headers,
+            }  # fmt: skip
+        )
+        path = request.route
+        if path.startswith("/item/"):
+            data = {"data": {"id": path[6:], "status": "READY",
+                             "auth": request.header("Authorization", "")},
+                    "query": request.query,
+                    "sent": json.loads(request.body) if request.body else None}  # fmt: skip
+            return json_reply(data)
+        if path == "/text":
+            return Reply(200, b"plain words\n", "text/plain; charset=utf-8")
+        if path == "/report.pdf":
+            return Reply(200, b"%PDF-1.4 " + bytes(range(256)) * 4, "application/pdf")
+        if path == "/huge":
+            size, chunk = 11 * 1024 * 1024, b"x" * 65536
+            chunks = (chunk for _ in range(size // len(chunk)))
+            return Reply(200, chunks, "application/octet-stream", length=size)
+        if path == "/slow":
+            return Reply(200, self._slow_loris(), "text/plain", length=1000000)
+        if path == "/loop":
+            return Reply(302, b"", "text/plain", {"Location": "/loop"})
+        if path == "/elsewhere":
+            target = f"http://127.0.0.1:{self.other_port}/item/moved"
+            return Reply(302, b"", "text/plain", {"Location": target})
+        if path == "/busy":
+            if sum(1 for s in self.seen if s["path"].startswith("/busy")) < 2:
+                return Reply(503, b"busy", "text/plain", {"Retry-After": "0"})
+            return Reply(200, b'{"data": {"id": "ok"}}', "application/json")
+        if path == "/hang":
+            if self.on_hang is not None:
+                self.on_hang()
+            self.release.wait(60)
+            return Reply(200, b"{}", "application/json")
+        return Reply(404, b"nope", "text/plain")
 
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, body: bytes, ctype: str, **headers: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for key, value in headers.items():
-                    self.send_header(key.replace("_", "-"), value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                server.seen.append(
-                    {
-                        "method": self.command,
-                        "path": self.path,
-                        "body": body,
-                        "headers": dict(self.headers),
-                    }  # fmt: skip
-                )
-                path = self.path.split("?")[0]
-                if path.startswith("/item/"):
-                    data = {"data": {"id": path[6:], "status": "READY",
-                                     "auth": self.headers.get("Authorization", "")},
-                            "query": self.path.partition("?")[2],
-                            "sent": json.loads(body) if body else None}  # fmt: skip
-                    self._send(200, json.dumps(data).encode(), "application/json")
-                elif path == "/text":
-                    self._send(200, b"plain words\n", "text/plain; charset=utf-8")
-                elif path == "/report.pdf":
-                    self._send(200, b"%PDF-1.4 " + bytes(range(256)) * 4, "application/pdf")
-                elif path == "/huge":
-                    size = 11 * 1024 * 1024
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/octet-stream")
-                    self.send_header("Content-Length", str(size))
-                    self.end_headers()
-                    chunk = b"x" * 65536
-                    try:
-                        for _ in range(size // len(chunk)):
-                            self.wfile.write(chunk)
-                    except OSError:
-                        pass
-                elif path == "/slow":
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/plain")
-                    self.send_header("Content-Length", "1000000")
-                    self.end_headers()
-                    try:  # one byte at a time, never done (slow loris)
-                        while not server.release.wait(0.2):
-                            self.wfile.write(b"x")
-                            self.wfile.flush()
-                    except OSError:
-                        pass
-                elif path == "/loop":
-                    self._send(302, b"", "text/plain", Location="/loop")
-                elif path == "/elsewhere":
-                    target = f"http://127.0.0.1:{server.other_port}/item/moved"
-                    self._send(302, b"", "text/plain", Location=target)
-                elif path == "/busy":
-                    busy = sum(1 for s in server.seen if s["path"].startswith("/busy")) < 2
-                    if busy:
-                        self._send(503, b"busy", "text/plain", Retry_After="0")
-                    else:
-                        self._send(200, b'{"data": {"id": "ok"}}', "application/json")
-                elif path == "/hang":
-                    if server.on_hang is not None:
-                        server.on_hang()
-                    server.release.wait(60)
-                    self._send(200, b"{}", "application/json")
-                else:
-                    self._send(404, b"nope", "text/plain")
-
-            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = _handle
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        other = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        other.daemon_threads = True
-        self.other = other
-        self.other_port = other.server_address[1]
-        for srv in (self.httpd, other):
-            threading.Thread(target=srv.serve_forever, daemon=True).start()
+    def _slow_loris(self) -> Iterator[bytes]:
+        """One byte at a time, never done until released."""
+        while not self.release.wait(0.2):
+            yield b"x"
 
     def close(self) -> None:
         self.release.set()
-        for srv in (self.httpd, self.other):
-            srv.shutdown()
-            srv.server_close()
 
 
 @pytest.fixture
-def server(settings) -> Iterator[Server]:
-    srv = Server()
+def server(settings, stand_in) -> Iterator[Server]:
+    srv = Server(stand_in)
     # The console itself is console.test here: 127.0.0.1 is a provider the admin allowed.
     settings.ALLOWED_HOSTS = ["console.test"]
     settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{srv.port}"
@@ -345,7 +303,7 @@ def test_it_withholds_an_integration_from_a_developers_draft(server, apify, deve
     assert server.seen == []
 
 
-def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
+def test_it_runs_through_the_celery_worker(settings, tmp_path, stand_in) -> None:
     """The real path: start_run queues the task; a worker process (its own settings from
     its environment) makes the request and stores the outcome."""
     import uuid
@@ -365,7 +323,7 @@ def test_it_runs_through_the_celery_worker(settings, tmp_path) -> None:
     database_url = worker_database_url()
     if database_url is None:
         skip_or_fail("the worker needs a file or PostgreSQL test database")
-    srv = Server()
+    srv = Server(stand_in)
     allow = f"127.0.0.1:{srv.port}"
     settings.ALLOWED_HOSTS = ["console.test"]
     settings.TOOL_NETWORK_ALLOW = allow

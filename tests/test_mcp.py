@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -24,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support import REPO
 from tests.support.progress import add_count_progress
+from tests.support.stand_in import Reply, Request, json_reply
 from tests.support.worker import CeleryWorker, skip_or_fail, wait_for_run
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
@@ -391,38 +389,22 @@ def test_it_cancels_the_run_when_the_client_cancels_the_call(live, make_tool, mo
 class ItemAPI:
     """A local API standing in for an http tool's provider: /item/<id> answers JSON."""
 
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                item = self.path.rsplit("/", 1)[-1]
-                data = {"id": item, "status": "READY", "list": [1, 2]}
-                if item == "array":
-                    data = [1, 2, 3]
-                body = json.dumps({"data": data} if item != "array" else data).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+    def __init__(self, stand_in) -> None:
         # Another loopback address than the console's own 127.0.0.1 (a tool never calls
         # back into the console).
-        self.httpd = ThreadingHTTPServer(("127.0.0.2", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.2:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base = stand_in(self.answer, host="127.0.0.2", methods=("GET",)).url
 
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, request: Request) -> Reply:
+        item = request.path.rsplit("/", 1)[-1]
+        data = {"id": item, "status": "READY", "list": [1, 2]}
+        if item == "array":
+            data = [1, 2, 3]
+        return json_reply({"data": data} if item != "array" else data)
 
 
 @pytest.fixture
-def item_api(worker) -> Iterator[ItemAPI]:
-    api = ItemAPI()
+def item_api(worker, stand_in) -> ItemAPI:
+    api = ItemAPI(stand_in)
     # The worker's egress policy lets a tool reach the URL fields of the integrations it
     # declares: that is how the tools below may call this local API.
     create_integration(
@@ -432,8 +414,7 @@ def item_api(worker) -> Iterator[ItemAPI]:
         values={"items_url": api.base},
         custom_fields="ITEMS_URL url",
     )
-    yield api
-    api.close()
+    return api
 
 
 def http_tool(name: str, api: ItemAPI, item: str, outputs: str = "") -> None:

@@ -16,6 +16,7 @@ from django.test import Client
 from tests.support.editor import editor_data, file_index, zip_of
 from tests.support.forms import submit
 from tests.support.integrations import fake_provider  # noqa: F401 (fixture)
+from tests.support.stand_in import Reply, Request
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.lib import nesting
@@ -333,13 +334,8 @@ def test_an_http_response_past_the_cap_fails_the_run_with_the_path(
     settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
     body = ('{"data": ' + nested(levels) + "}").encode()
 
-    def deep(handler) -> bool:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-        return True
+    def deep(request: Request) -> Reply:
+        return Reply(200, body, "application/json")
 
     fake_provider.handler = deep
     toolmd = (

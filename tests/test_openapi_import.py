@@ -7,10 +7,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
+from tests.support.stand_in import Reply, Request, StandIn
 from tools_app.http_tools.context import validation_context
 from tools_app.http_tools.openapi import document as openapi_document
 from tools_app.manifest import toolmd
@@ -29,31 +28,17 @@ USPTO = DATA / "uspto" / "uspto.json"
 
 
 @contextmanager
-def stand_in(answer: Callable[[str], bytes], headers: list | None = None) -> Iterator[int]:
+def json_server(answer: Callable[[str], bytes], headers: list | None = None) -> Iterator[int]:
     """A local server that answers each GET with `answer(path)` as JSON; yields its port.
     `headers` collects each request's headers."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
+    def reply(request: Request) -> Reply:
+        if headers is not None:
+            headers.append(request.headers)
+        return Reply(200, answer(request.path), "application/json")
 
-        def do_GET(self) -> None:
-            if headers is not None:
-                headers.append(dict(self.headers))
-            body = answer(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield httpd.server_address[1]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with StandIn(reply, methods=("GET",)) as server:
+        yield server.port
 
 
 def _run(*args: str) -> tuple[str, int]:
@@ -570,7 +555,7 @@ def test_an_imported_uspto_tool_runs_against_a_stand_in_server(settings):
         seen.append(path)
         return body
 
-    with stand_in(answer) as port:
+    with json_server(answer) as port:
         settings.ALLOWED_HOSTS = ["console.test"]
         settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
         out, code = _run(str(USPTO), "--server", f"http://127.0.0.1:{port}/ds-api",
@@ -624,7 +609,7 @@ def test_it_sends_array_query_parameters_as_the_api_reads_them(db, settings, tmp
         seen.append(urlsplit(path).query)  # the raw query string, as sent
         return b'{"count": 2}'
 
-    with stand_in(answer) as port:
+    with json_server(answer) as port:
         settings.ALLOWED_HOSTS = ["console.test"]
         settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
         spec = _spec({"/items": ARRAY_QUERY}, servers=[{"url": f"http://127.0.0.1:{port}"}])
@@ -712,7 +697,7 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
         "session": {"type": "apiKey", "in": "cookie", "name": "sid"},
         "prefs": {"type": "apiKey", "in": "cookie", "name": "lang"},  # no integration
     }
-    with stand_in(answer, headers) as port:
+    with json_server(answer, headers) as port:
         settings.ALLOWED_HOSTS = ["console.test"]
         settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{port}"
         spec = _spec({"/me": operation}, servers=[{"url": f"http://127.0.0.1:{port}"}],
@@ -749,7 +734,7 @@ def test_it_sends_basic_and_cookie_credentials_and_redacts_them(
 @pytest.fixture
 def spec_server():
     body = USPTO.read_bytes()
-    with stand_in(lambda path: body) as port:
+    with json_server(lambda path: body) as port:
         yield f"http://127.0.0.1:{port}/uspto.json"
 
 
@@ -833,7 +818,7 @@ def test_the_page_reads_a_document_from_a_url_through_the_egress_policy(develope
 
     ping = {"get": {"operationId": "ping", "responses": {"204": {"description": "ok"}}}}
     document = json.dumps(_spec({"/ping": ping})).encode()
-    with stand_in(lambda path: document) as port:
+    with json_server(lambda path: document) as port:
         url = f"http://127.0.0.1:{port}/openapi.json"
         refused = _read(developer_client, {"url": url})
         assert refused.status_code == 400

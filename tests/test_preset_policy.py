@@ -320,7 +320,7 @@ def test_an_http_draft_does_not_send_a_withheld_preset(
     host it names. A developer's draft of it gets no sensitive preset either."""
     settings.ALLOWED_HOSTS = ["testserver"]
     settings.TOOL_NETWORK_ALLOW = fake_provider.url.removeprefix("http://")
-    fake_provider.handler = lambda handler: send_json(handler, {"ok": True})
+    fake_provider.handler = lambda request: send_json(request, {"ok": True})
 
     def save_http(note: str, *, publish: bool) -> ToolVersion:
         text = (

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from tests.support.agent_api import agent_client, reset_api_caches
 from tests.support.forms import submit
 from tests.support.integrations import fake_provider, fernet_keys, send_json  # noqa: F401
+from tests.support.stand_in import Reply, Request
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.manifest import schema
@@ -32,9 +33,9 @@ def provider(fake_provider):  # noqa: F811 (the fixture above, by another name)
     return fake_provider
 
 
-def echo(handler) -> bool:
+def echo(request: Request) -> Reply:
     """The provider answers with what it was sent: path and headers (providers do echo)."""
-    return send_json(handler, {"got": handler.path, "key": handler.headers.get("X-Key", "")})
+    return send_json(request, {"got": request.path, "key": request.header("X-Key", "")})
 
 
 @pytest.fixture

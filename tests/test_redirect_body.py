@@ -5,13 +5,11 @@ HTTP servers are two origins (different ports); the second records what reaches 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
+from tests.support.stand_in import Reply, Request
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.egress import client
@@ -29,58 +27,34 @@ class Origin:
     """One HTTP server: /<status> answers that redirect to `target`, /same307 redirects
     within this origin, anything else answers 200 after recording the request."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_in) -> None:
         self.seen: list[dict] = []
         self.target = ""
-        origin = self
+        self.server = stand_in(self.answer, http11=True, methods=("GET", "POST", "PUT", "PATCH"))
+        self.port = self.server.port
+        self.url = self.server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                origin.seen.append({"method": self.command, "path": self.path, "body": body})
-                status = self.path.strip("/")
-                if status in ("301", "302", "303", "307", "308"):
-                    self.send_response(int(status))
-                    self.send_header("Location", origin.target)
-                elif status == "same307":
-                    self.send_response(307)
-                    self.send_header("Location", "/landed")
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", "11")
-                self.end_headers()
-                self.wfile.write(b'{"ok":true}')
-
-            do_GET = do_POST = do_PUT = do_PATCH = _handle
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, request: Request) -> Reply:
+        self.seen.append({"method": request.method, "path": request.path, "body": request.body})
+        status = request.path.strip("/")
+        headers = {}
+        if status in ("301", "302", "303", "307", "308"):
+            headers["Location"] = self.target
+        elif status == "same307":
+            status, headers["Location"] = "307", "/landed"
+        else:
+            status = "200"
+        return Reply(int(status), b'{"ok":true}', "application/json", headers)
 
 
 @pytest.fixture
-def origins(settings) -> Iterator[tuple[Origin, Origin]]:
-    first, second = Origin(), Origin()
+def origins(settings, stand_in) -> tuple[Origin, Origin]:
+    first, second = Origin(stand_in), Origin(stand_in)
     first.target = f"{second.url}/steal"
     # The console itself is console.test here: 127.0.0.1 is two providers the admin allowed.
     settings.ALLOWED_HOSTS = ["console.test"]
     settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{first.port},127.0.0.1:{second.port}"
-    yield first, second
-    first.close()
-    second.close()
+    return first, second
 
 
 def allow_both(first: Origin, second: Origin) -> egress_policy.Policy:

@@ -97,22 +97,11 @@ def hosts() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def listening() -> Iterator[dict[str, int]]:
+def listening(stand_in) -> dict[str, int]:
     """HTTP servers on the host: one the policy allows, one standing in for the console,
     and one on the IPv6 loopback (as Redis listens on ::1 too)."""
-    servers = {}
-    for name, address in (("allowed", "127.0.0.1"), ("console", "127.0.0.1"), ("v6", "::1")):
-        if address == "::1":
-            server, port = support.local_server6()
-        else:
-            server, port = support.local_server(address)
-        servers[name] = (server, port)
-    try:
-        yield {name: port for name, (_, port) in servers.items()}
-    finally:
-        for server, _ in servers.values():
-            server.shutdown()
-            server.server_close()
+    where = {"allowed": "127.0.0.1", "console": "127.0.0.1", "v6": "::1"}
+    return {name: stand_in(support.hello, host=host).port for name, host in where.items()}
 
 
 @pytest.fixture(autouse=True)
@@ -155,11 +144,12 @@ def test_it_filters_a_non_root_workers_egress(
     listening: dict[str, int],
     spare: bool,
     monkeypatch: pytest.MonkeyPatch,
+    stand_in,
 ) -> None:
     assert os.geteuid() != 0  # as root, this runs in a child as uid 65534
     monkeypatch.setenv("TOOL_CONSOLE_SPARE_SANDBOXES", "on" if spare else "off")
     assert sandbox.rootless(), sandbox.rootless_problem()
-    console = support.local_server("0.0.0.0")  # noqa: S104 - the console on every address
+    console = stand_in(support.hello, host="0.0.0.0")  # noqa: S104 - the console on every address
     allowed = f"127.0.0.1:{listening['allowed']}"
     policy = egress_policy.build(allowed)
     targets = [
@@ -168,18 +158,14 @@ def test_it_filters_a_non_root_workers_egress(
         "127.0.0.1:6379",  # Redis
         "127.0.0.1:5432",  # PostgreSQL
         f"127.0.0.1:{listening['console']}",
-        f"{hosts[HOST]}:{console[1]}",  # the console's host, on its own (public) address
+        f"{hosts[HOST]}:{console.port}",  # the console's host, on its own (public) address
         f"10.0.2.2:{listening['console']}",  # slirp's alias of the host's loopback
         f"{hosts[PRIVATE]}:80",
         "169.254.169.254:80",
     ]
-    try:
-        if spare:
-            probe(tmp_path, [], policy)  # the next run of this shape gets a spare
-        results = probe(tmp_path, targets, policy)
-    finally:
-        console[0].shutdown()
-        console[0].server_close()
+    if spare:
+        probe(tmp_path, [], policy)  # the next run of this shape gets a spare
+    results = probe(tmp_path, targets, policy)
     assert results.pop(f"{hosts[PUBLIC]}:80") == f"ok hello from {hosts[PUBLIC]}"
     assert results.pop(allowed) == "ok hello from 127.0.0.1"
     assert all(result.startswith("refused") for result in results.values()), results

@@ -6,14 +6,12 @@ samples are Apify's documented examples; they sync into the database and DATA_PA
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
+from tests.support.stand_in import Reply, Request
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath
 from tools_app.catalog.sync import sync_tools
@@ -37,58 +35,33 @@ pytestmark = pytest.mark.django_db(transaction=True)
 class FakeApify:
     """Answers the three endpoints as Apify documents them."""
 
-    def __init__(self) -> None:
+    def __init__(self, stand_in) -> None:
         self.seen: list[dict] = []
-        fake = self
+        self.port = stand_in(self.answer, http11=True, methods=("GET", "POST")).port
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                path, _, query = self.path.partition("?")
-                fake.seen.append({"method": self.command, "path": path, "query": query,
-                                  "body": body, "headers": dict(self.headers)})  # fmt: skip
-                if self.command == "POST" and path == "/v2/acts/apify~hello-world/runs":
-                    status, data = 201, RUN
-                elif self.command == "GET" and path == "/v2/actor-runs/HG7ML7M8z78YcAPEB":
-                    status, data = 200, RUN
-                elif self.command == "GET" and path == "/v2/datasets/wmKPijuyDnPZAPRMk/items":
-                    status, data = 200, ITEMS
-                else:
-                    status, data = 404, {"error": {"type": "record-not-found"}}
-                payload = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = _handle
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, request: Request) -> Reply:
+        path, query = request.route, request.query
+        self.seen.append({"method": request.method, "path": path, "query": query,
+                          "body": request.body, "headers": request.headers})  # fmt: skip
+        if request.method == "POST" and path == "/v2/acts/apify~hello-world/runs":
+            status, data = 201, RUN
+        elif request.method == "GET" and path == "/v2/actor-runs/HG7ML7M8z78YcAPEB":
+            status, data = 200, RUN
+        elif request.method == "GET" and path == "/v2/datasets/wmKPijuyDnPZAPRMk/items":
+            status, data = 200, ITEMS
+        else:
+            status, data = 404, {"error": {"type": "record-not-found"}}
+        return Reply(status, json.dumps(data).encode(), "application/json; charset=utf-8")
 
 
 @pytest.fixture
-def apify_api(settings, fernet_keys) -> Iterator[FakeApify]:  # noqa: F811
-    fake = FakeApify()
+def apify_api(settings, fernet_keys, stand_in) -> FakeApify:  # noqa: F811
+    fake = FakeApify(stand_in)
     settings.ALLOWED_HOSTS = ["console.test"]
     settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{fake.port}"
     fernet_keys("A")
     create_integration("apify", "apify", actor=Actor.system(), secrets={"token": TOKEN})
-    yield fake
-    fake.close()
+    return fake
 
 
 def _publish_against(fake: FakeApify, name: str) -> Tool:

@@ -17,13 +17,13 @@ import urllib.parse
 import wave
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import require
+from tests.support.stand_in import Reply, Request, json_reply
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.runner import (
     CANCELLED,
@@ -146,89 +146,65 @@ def run_tool(tmp_path: Path) -> ToolRunner:
     return ToolRunner(tmp_path)
 
 
-@dataclass
 class FakeWeb:
     """A web site and a SearXNG instance on one local port."""
 
-    base: str
-    release: threading.Event
-    searches: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.base = ""
+        self.release = threading.Event()
+        self.searches: list[dict[str, Any]] = []
 
+    def answer(self, request: Request) -> Reply:
+        url = urllib.parse.urlsplit(request.path)
+        if url.path == "/page.html":
+            return Reply(200, PAGE_HTML.encode(), "text/html; charset=utf-8")
+        if url.path == "/notes.txt":
+            return Reply(200, PLAIN_TEXT.encode(), "text/plain; charset=utf-8")
+        if url.path == "/data.json":
+            return Reply(200, JSON_TEXT.encode(), "application/json")
+        if url.path == "/long.txt":
+            return Reply(200, ("0123456789" * 1000).encode(), "text/plain")
+        if url.path == "/slow":
+            self.release.wait(30)  # until the test ends
+            return Reply(200, b"too late", "text/plain")
+        if url.path == "/searx/search":
+            return self._search(request, urllib.parse.parse_qs(url.query))
+        return Reply(404, b"<h1>Not Found</h1><p>No such page here.</p>", "text/html")
 
-def _handler(web: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-            return
-
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            url = urllib.parse.urlsplit(self.path)
-            if url.path == "/page.html":
-                self._send(200, "text/html; charset=utf-8", PAGE_HTML.encode())
-            elif url.path == "/notes.txt":
-                self._send(200, "text/plain; charset=utf-8", PLAIN_TEXT.encode())
-            elif url.path == "/data.json":
-                self._send(200, "application/json", JSON_TEXT.encode())
-            elif url.path == "/long.txt":
-                self._send(200, "text/plain", ("0123456789" * 1000).encode())
-            elif url.path == "/slow":
-                web["release"].wait(30)  # until the test ends
-                self._send(200, "text/plain", b"too late")
-            elif url.path == "/searx/search":
-                self._search(urllib.parse.parse_qs(url.query))
-            else:
-                self._send(404, "text/html", b"<h1>Not Found</h1><p>No such page here.</p>")
-
-        def _search(self, query: dict[str, list[str]]) -> None:
-            auth = self.headers.get("Authorization")
-            web["searches"].append({"query": query, "authorization": auth})
-            if auth != f"Bearer {SEARX_TOKEN}":
-                self._send(401, "text/plain", b"token required")
-                return
-            results = [
-                {
-                    "title": f"Result number {i}",
-                    "url": f"https://example.org/{i}",
-                    "content": f"Snippet   of result\n{i}.",
-                    "engine": "duckduckgo",
-                }
-                for i in range(1, 8)
-            ]
-            body = {
-                "query": query["q"][0],
-                "number_of_results": 7,
-                "results": results,
-                "answers": [],
-                "suggestions": ["related query"],
-                "unresponsive_engines": [],
+    def _search(self, request: Request, query: dict[str, list[str]]) -> Reply:
+        auth = request.header("Authorization")
+        self.searches.append({"query": query, "authorization": auth})
+        if auth != f"Bearer {SEARX_TOKEN}":
+            return Reply(401, b"token required", "text/plain")
+        results = [
+            {
+                "title": f"Result number {i}",
+                "url": f"https://example.org/{i}",
+                "content": f"Snippet   of result\n{i}.",
+                "engine": "duckduckgo",
             }
-            self._send(200, "application/json", json.dumps(body).encode())
-
-    return Handler
+            for i in range(1, 8)
+        ]
+        body = {
+            "query": query["q"][0],
+            "number_of_results": 7,
+            "results": results,
+            "answers": [],
+            "suggestions": ["related query"],
+            "unresponsive_engines": [],
+        }
+        return json_reply(body)
 
 
 @pytest.fixture
-def fake_web(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeWeb]:
-    state: dict[str, Any] = {"release": threading.Event(), "searches": []}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
+def fake_web(monkeypatch: pytest.MonkeyPatch, stand_in) -> Iterator[FakeWeb]:
+    web = FakeWeb()
+    server = stand_in(web.answer, methods=("GET",))
+    web.base = server.url
     # Tools reach the host's loopback only where the egress policy allows it.
-    monkeypatch.setenv("CONSOLE_TOOL_NETWORK_ALLOW", f"{host}:{port}")
-    try:
-        yield FakeWeb(f"http://{host}:{port}", state["release"], state["searches"])
-    finally:
-        state["release"].set()
-        server.shutdown()
-        server.server_close()
+    monkeypatch.setenv("CONSOLE_TOOL_NETWORK_ALLOW", f"{server.host}:{server.port}")
+    yield web
+    web.release.set()
 
 
 # --- web_fetch ----------------------------------------------------------------------------

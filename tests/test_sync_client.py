@@ -9,18 +9,16 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.support import tool_files
 from tests.support.agent_api import reset_api_caches
+from tests.support.stand_in import Reply, Request
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version, set_enabled
@@ -117,37 +115,25 @@ class Tamperer:
     """A proxy in front of the console that, once armed, changes one file inside every
     bundle it passes on (a valid zip with the wrong content)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, stand_in) -> None:
         self.upstream = upstream
         self.armed: str | bool = False
         self.seen: list[tuple[str, str | None, int]] = []  # path, If-None-Match, status
-        outer = self
+        self.url = stand_in(self.answer, methods=("GET",)).url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-            def do_GET(self) -> None:
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                request = urllib.request.Request(outer.upstream + self.path, headers=headers)
-                try:
-                    with urllib.request.urlopen(request) as answer:  # noqa: S310 (test proxy)
-                        status, body, kept = answer.status, answer.read(), answer.headers
-                except urllib.error.HTTPError as error:
-                    status, body, kept = error.code, error.read(), error.headers
-                outer.seen.append((self.path, self.headers.get("If-None-Match"), status))
-                if outer.armed and self.path.endswith("/bundle") and status == 200:
-                    body = outer.tamper(body)
-                self.send_response(status)
-                for key in ("Content-Type", "ETag", "Content-Encoding"):
-                    if kept.get(key):
-                        self.send_header(key, kept[key])
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+    def answer(self, asked: Request) -> Reply:
+        headers = {k: v for k, v in asked.headers.items() if k.lower() != "host"}
+        request = urllib.request.Request(self.upstream + asked.path, headers=headers)
+        try:
+            with urllib.request.urlopen(request) as answer:  # noqa: S310 (test proxy)
+                status, body, kept = answer.status, answer.read(), answer.headers
+        except urllib.error.HTTPError as error:
+            status, body, kept = error.code, error.read(), error.headers
+        self.seen.append((asked.path, asked.header("If-None-Match"), status))
+        if self.armed and asked.path.endswith("/bundle") and status == 200:
+            body = self.tamper(body)
+        passed = {key: kept[key] for key in ("ETag", "Content-Encoding") if kept.get(key)}
+        return Reply(status, body, kept.get("Content-Type") or None, passed)
 
     def tamper(self, body: bytes) -> bytes:
         if self.armed == "content":  # a valid zip whose index.py says something else
@@ -178,15 +164,8 @@ class Tamperer:
 
 
 @pytest.fixture
-def tamperer(live_server) -> Iterator[Tamperer]:
-    proxy = Tamperer(live_server.url)
-    thread = threading.Thread(target=proxy.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield proxy
-    finally:
-        proxy.server.shutdown()
-        proxy.server.server_close()
+def tamperer(live_server, stand_in) -> Tamperer:
+    return Tamperer(live_server.url, stand_in)
 
 
 # A changed file in a valid zip, and a bit flipped in compressed data, in the central

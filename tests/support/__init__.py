@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
-from django.contrib.auth.models import Group, User
 
-from tools_app.roles import ensure_groups
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
@@ -90,6 +91,12 @@ def tool_files(name: str, language: str = "typescript", source: str | None = Non
 
 def make_user(username: str, role: str | None) -> User:
     """A user with the test password in `role`'s group (None: in no group)."""
+    # Imported here: this package imports before Django is set up (tests/support/egress.py
+    # runs as `python -m` in a test network namespace, where no settings are configured).
+    from django.contrib.auth.models import Group, User
+
+    from tools_app.roles import ensure_groups
+
     ensure_groups()
     user = User.objects.create_user(username, f"{username}@example.com", "pw-for-tests-only")
     if role:

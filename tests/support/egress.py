@@ -19,8 +19,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.support import REPO
+from tests.support.stand_in import Reply, Request, StandIn
 
 
 @dataclass
@@ -101,7 +103,7 @@ def test_hosts() -> Iterator[EgressHosts]:
             for command in commands:
                 subprocess.run(command, check=True, capture_output=True)
             server = subprocess.Popen(
-                [*inside, sys.executable, __file__, str(pub + 2)], stdin=subprocess.DEVNULL
+                [*inside, *serve_command(str(pub + 2))], stdin=subprocess.DEVNULL, cwd=REPO
             )
             deadline = time.monotonic() + 10
             _ready(str(pub + 2), 80, deadline)
@@ -115,16 +117,12 @@ def test_hosts() -> Iterator[EgressHosts]:
             subprocess.run(["ip", "link", "del", host_if], capture_output=True)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        return
-
-    def do_GET(self) -> None:
-        body = f"hello from {self.connection.getsockname()[0]}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def hello(request: Request) -> Reply:
+    """The answer of every test host: which of its addresses was reached (a stand_in
+    answer for servers on the console's host too). Only GET is answered."""
+    if request.method != "GET":
+        return Reply(501, b"GET only")
+    return Reply(200, f"hello from {request.local_address}".encode())
 
 
 def _dns(answer: str) -> None:
@@ -141,29 +139,15 @@ def _dns(answer: str) -> None:
         sock.sendto(header + data[12:end] + record, peer)
 
 
+def serve_command(public: str) -> list[str]:
+    """The command (run from REPO) of a test host's servers: HTTP on port 80 of every
+    address, DNS answering `public` for every name."""
+    return [sys.executable, "-m", "tests.support.egress", public]
+
+
 def serve(public: str) -> None:
     threading.Thread(target=_dns, args=(public,), daemon=True).start()
-    ThreadingHTTPServer(("0.0.0.0", 80), _Handler).serve_forever()  # noqa: S104 - test netns
-
-
-def local_server(address: str = "127.0.0.1") -> tuple[ThreadingHTTPServer, int]:
-    """An HTTP server on the host (its loopback by default): what a tool must not reach."""
-    server = ThreadingHTTPServer((address, 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, server.server_address[1]
-
-
-class _Server6(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
-def local_server6() -> tuple[ThreadingHTTPServer, int]:
-    """An HTTP server on the host's IPv6 loopback (where Redis listens too)."""
-    server = _Server6(("::1", 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, server.server_address[1]
+    StandIn(hello, host="0.0.0.0", port=80).serve_forever()  # noqa: S104 - test netns
 
 
 def slirp_children(settle: float = 5.0) -> list[int]:

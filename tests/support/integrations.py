@@ -3,18 +3,16 @@ Fernet keys, and a shortcut to create integrations through the domain functions.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from cryptography.fernet import Fernet
 
+from tests.support.stand_in import Reply, Request, json_reply
 from tools_app.audit import Actor
 from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
@@ -36,13 +34,14 @@ def new_key() -> str:
 class Seen:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case
     body: bytes
 
 
 @dataclass
 class Provider:
-    """What the fake provider answers. `handler` may replace the whole answer."""
+    """What the fake provider answers. `handler` may replace the whole answer: it returns
+    a Reply, or None to answer as configured."""
 
     url: str = ""
     status: int = 200
@@ -52,73 +51,38 @@ class Provider:
     delay: float = 0.0
     # Echo the Authorization header back in the body (providers do echo bad keys).
     echo_authorization: bool = False
-    handler: Callable[[BaseHTTPRequestHandler], bool] | None = None
+    handler: Callable[[Request], Reply | None] | None = None
     seen: list[Seen] = field(default_factory=list)
 
     @property
     def last(self) -> Seen:
         return self.seen[-1]
 
-
-def _make_handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:  # keep test output quiet
-            pass
-
-        def _answer(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            provider.seen.append(
-                Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            )
-            if provider.handler is not None and provider.handler(self):
-                return
-            if provider.delay:
-                time.sleep(provider.delay)
-            payload = provider.body
-            if provider.echo_authorization:
-                payload = json.dumps(
-                    {"error": "invalid credentials", "got": self.headers.get("Authorization")}
-                ).encode()
-            self.send_response(provider.status)
-            self.send_header("Content-Type", provider.content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in provider.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            if self.command != "HEAD":
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(payload)
-
-        do_GET = do_POST = do_HEAD = _answer
-
-    return Handler
+    def answer(self, request: Request) -> Reply:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.seen.append(Seen(request.method, request.path, headers, request.body))
+        if self.handler is not None and (reply := self.handler(request)) is not None:
+            return reply
+        if self.delay:
+            time.sleep(self.delay)
+        payload = self.body
+        if self.echo_authorization:
+            payload = json.dumps(
+                {"error": "invalid credentials", "got": request.header("Authorization")}
+            ).encode()
+        return Reply(self.status, payload, self.content_type, dict(self.headers))
 
 
-def send_json(handler: BaseHTTPRequestHandler, data: object) -> bool:
-    """Answer 200 with `data` as JSON, from a Provider.handler (True: answered)."""
-    body = json.dumps(data).encode()
-    handler.send_response(200)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
-    return True
+def send_json(request: Request, data: object) -> Reply:
+    """Answer 200 with `data` as JSON, from a Provider.handler."""
+    return json_reply(data)
 
 
 @pytest.fixture
-def fake_provider() -> Iterator[Provider]:
+def fake_provider(stand_in) -> Provider:
     state = Provider()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
+    state.url = stand_in(state.answer).url
+    return state
 
 
 @pytest.fixture(autouse=True)
