@@ -5,12 +5,11 @@ a file database), with the exit status and the message each case must give."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import REPO, tool_files
+from tests.support import REPO, console_env, tool_files
 from tests.support import integrations as support
 
 # A child per case, forked from one process that loaded Django once (a process per case
@@ -139,14 +138,9 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
         (["grant_role", "ann", "auditor"], 0, "ann is now auditor"),
         (["grant_role", "ann", "none"], 0, "ann is now none"),
     ]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
-        "CONSOLE_STATE_DIR": str(tmp_path / "state"),
-        "DATA_PATH": str(tmp_path / "data"),
-        "CONSOLE_ENCRYPTION_KEYS": support.new_key(),
-    }
-    env.pop("DJANGO_SETTINGS_MODULE", None)
+    env = console_env(
+        tmp_path, CONSOLE_ENCRYPTION_KEYS=support.new_key(), DJANGO_SETTINGS_MODULE=None
+    )
     done = subprocess.run(
         [sys.executable, "-c", DRIVER],
         input=json.dumps([argv for argv, _, _ in cases]),

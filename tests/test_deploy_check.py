@@ -3,34 +3,24 @@ A development install (generated secret key, plain HTTP) is the counter-example.
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 from django.test import Client
 
+from tests.support import console_env, manage
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def check_deploy(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CONSOLE_", "DATABASE_URL", "CELERY_", "DJANGO_"))
-    }
-    return subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO,
-        env={**base, "CONSOLE_STATE_DIR": str(tmp_path / "state"), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        env=console_env(tmp_path, fresh=True, **env), timeout=120,
+    )  # fmt: skip
 
 
 def production_env() -> dict[str, str]:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.support import REPO, tool_files
+from tests.support import console_env, manage, tool_files
 from tests.support.editor import zip_of
 from tools_app.models import AuditEvent, Tool, ToolVersion
 
@@ -110,28 +108,16 @@ def test_bad_usage_exits_2(db, tmp_path):
 
 
 def test_exit_codes_from_the_command_line(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "CONSOLE_STATE_DIR": str(tmp_path / "state"),
-        "DATA_PATH": str(tmp_path / "data"),
-    }
+    env = console_env(tmp_path)
 
-    def manage(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, str(REPO / "manage.py"), *args],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    def command(*args: str) -> subprocess.CompletedProcess:
+        return manage(*args, env=env, timeout=120)
 
-    assert manage("import_tools").returncode == 2  # missing argument
-    assert manage("import_tools", str(tmp_path / "nope")).returncode == 2
-    assert manage("migrate", "-v", "0").returncode == 0
+    assert command("import_tools").returncode == 2  # missing argument
+    assert command("import_tools", str(tmp_path / "nope")).returncode == 2
+    assert command("migrate", "-v", "0").returncode == 0
     _write_tool(tmp_path / "tools", "alpha")
-    done = manage("import_tools", str(tmp_path / "tools"))
+    done = command("import_tools", str(tmp_path / "tools"))
     assert (done.returncode, done.stdout) == (0, "alpha: imported v1\n")
     _write_tool(tmp_path / "bad", "beta", extra={"timeout": 0})
-    assert manage("import_tools", str(tmp_path / "bad")).returncode == 1
+    assert command("import_tools", str(tmp_path / "bad")).returncode == 1

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import prerequisite
+from tests.support import console_env, manage, prerequisite
 from tools_app.audit import Actor
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import execute, start
@@ -25,26 +24,9 @@ REFUSED = "The worker refuses to run tools: Refused: the worker runs as root and
 MISSING_BWRAP = "/nonexistent/bwrap"  # TOOL_CONSOLE_BWRAP naming no binary: bwrap is missing
 
 
-def manage(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("CONSOLE_", "DATABASE_URL", "CELERY_", "DJANGO_", "DATA_PATH"))
-    }
-    env.update(
-        CONSOLE_STATE_DIR=str(tmp_path / "state"),
-        DATA_PATH=str(tmp_path / "data"),
-        TOOL_CONSOLE_BWRAP=MISSING_BWRAP,
-    )
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+def without_bwrap(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`manage.py ARGS` in a fresh install where bwrap is missing."""
+    return manage(*args, env=console_env(tmp_path, fresh=True, TOOL_CONSOLE_BWRAP=MISSING_BWRAP))
 
 
 @prerequisite(not ROOT, "a root worker is what refuses to run tools")
@@ -55,11 +37,11 @@ def test_it_migrates_and_validates_tools_without_a_usable_sandbox(tmp_path: Path
         ("makemigrations", "--check", "--dry-run"),
         ("sync_tools",),
     ):
-        done = manage(tmp_path, *args)
+        done = without_bwrap(tmp_path, *args)
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
     assert REFUSED in done.stderr  # said, as a warning, not an error
 
-    deploy = manage(tmp_path, "check", "--deploy")
+    deploy = without_bwrap(tmp_path, "check", "--deploy")
     assert deploy.returncode != 0
     assert "tools_app.E001" in deploy.stderr and REFUSED in deploy.stderr
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.support import console_env, manage
 from tests.support import integrations as support
 from tools_app.integrations import vault
 from tools_app.models import AuditEvent, Integration, IntegrationSecret
@@ -183,19 +183,10 @@ def test_it_refuses_an_oversized_secret(db):
 
 def test_it_runs_as_a_real_command_with_stdin_and_exit_codes(tmp_path):
     """End to end in a subprocess: a file database, real stdin, real exit statuses."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'cli.sqlite3'}",
-        "CONSOLE_STATE_DIR": str(tmp_path / "state"),
-        "DATA_PATH": str(tmp_path / "data"),
-        "CONSOLE_ENCRYPTION_KEYS": support.new_key(),
-    }
-    manage = [sys.executable, str(REPO / "manage.py")]
+    env = console_env(tmp_path, CONSOLE_ENCRYPTION_KEYS=support.new_key())
 
     def call(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [*manage, *args], input=stdin, env=env, cwd=REPO, capture_output=True, text=True
-        )
+        return manage(*args, env=env, input=stdin)
 
     assert call("migrate", "-v", "0").returncode == 0
     done = call("set_integration", "apify", "--type", "apify", "--secret-stdin", "token",
@@ -211,7 +202,7 @@ def test_it_runs_as_a_real_command_with_stdin_and_exit_codes(tmp_path):
     malformed = call("set_integration", "apify", "--field", "token")
     assert malformed.returncode == 2, malformed.stderr
     assert "--field needs NAME=VALUE" in malformed.stderr
-    raw = (tmp_path / "cli.sqlite3").read_bytes()
-    for extra in tmp_path.glob("cli.sqlite3-*"):
+    raw = (tmp_path / "db.sqlite3").read_bytes()  # console_env's database
+    for extra in tmp_path.glob("db.sqlite3-*"):
         raw += extra.read_bytes()
     assert SECRET.encode() not in raw

@@ -5,7 +5,6 @@ variable set: a `manage.py` command, or a short script that imports the settings
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, require
+from tests.support import MANAGE, REPO, console_env, require
 from tests.support.worker import worker_database_url
 from tests.test_seed_tools import _write_wav
 from tools_app.audit import Actor
@@ -23,23 +22,17 @@ from tools_app.catalog.versions import save_version
 from tools_app.models import RunArtifact
 from tools_app.runs import artifacts as run_artifacts
 
-MANAGE = [sys.executable, str(REPO / "manage.py")]
-
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """The environment of a fresh install: no CONSOLE_* variable but those given."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONSOLE_", "DATABASE_"))}
-    env.update(
-        CONSOLE_STATE_DIR=str(tmp_path / "state"),
-        DATA_PATH=str(tmp_path / "data"),
-        CONSOLE_SECRET_KEY="settings-test-key-" + "x" * 40,
+    defaults = {
+        "CONSOLE_SECRET_KEY": "settings-test-key-" + "x" * 40,
         # A set secret key turns the HTTPS defaults on (tests/test_deploy_check.py covers
         # them); these tests speak plain HTTP, as a development install does.
-        CONSOLE_HTTPS="False",
-        DJANGO_SETTINGS_MODULE="console.settings",
-    )
-    env.update(extra)
-    return env
+        "CONSOLE_HTTPS": "False",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+    }
+    return console_env(tmp_path, fresh=True, **{**defaults, **extra})
 
 
 def fresh_process(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from django.db.utils import ConnectionHandler
 
+from tests import support
 from tests.support import REPO
 
 PRIVATE_DIRS = ["", "static", "broker", "broker/queue", "broker/processed", "broker/control",
@@ -36,19 +37,7 @@ def mode(path: Path) -> int:
 def console_env(tmp_path: Path) -> dict[str, str]:
     """A console with every default: SQLite, the embedded broker and generated keys, all
     in a fresh state directory."""
-    env = dict(os.environ)
-    for name in (
-        "DATABASE_URL",
-        "CELERY_BROKER_URL",
-        "CONSOLE_SECRET_KEY",
-        "CONSOLE_ENCRYPTION_KEYS",
-        "CONSOLE_TEST_DB_NAME",
-        "DJANGO_SETTINGS_MODULE",
-    ):
-        env.pop(name, None)  # fmt: skip
-    env["CONSOLE_STATE_DIR"] = str(tmp_path / "state")
-    env["DATA_PATH"] = str(tmp_path / "data")
-    return env
+    return support.console_env(tmp_path, fresh=True)
 
 
 def no_umask() -> None:
@@ -56,15 +45,7 @@ def no_umask() -> None:
 
 
 def manage(env: dict, *args: str) -> None:
-    subprocess.run(
-        [sys.executable, str(REPO / "manage.py"), *args],
-        env=env,
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        preexec_fn=no_umask,
-        timeout=300,
-    )
+    support.manage(*args, env=env, check=True, preexec_fn=no_umask)
 
 
 def assert_private(state: Path, files=PRIVATE_FILES) -> None:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
-import sys
 
 import pytest
 from django.core import checks
 from django.core.management import call_command
 
-from tests.support import REPO, tool_files
+from tests.support import REPO, console_env, manage, tool_files
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.http_tools.context import validation_context
@@ -228,33 +226,21 @@ def test_check_tag_tools_reports_every_latest_version(db):
 
 
 def test_check_tag_tools_from_the_command_line(tmp_path):
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "CONSOLE_STATE_DIR": str(tmp_path / "state"),
-        "DATA_PATH": str(tmp_path / "data"),
-    }
+    env = console_env(tmp_path)
 
-    def manage(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, str(REPO / "manage.py"), *args],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    def command(*args: str) -> subprocess.CompletedProcess:
+        return manage(*args, env=env, timeout=120)
 
     # Before the tables exist, the check has nothing to say (and does not crash).
-    assert manage("check", "--tag", "tools").returncode == 0
-    assert manage("migrate", "-v", "0").returncode == 0
+    assert command("check", "--tag", "tools").returncode == 0
+    assert command("migrate", "-v", "0").returncode == 0
     folder = tmp_path / "src" / "alpha"
     folder.mkdir(parents=True)
     for rel, data in tool_files("alpha", source="const t = process.env.SECRET;\n").items():
         (folder / rel).write_bytes(data)
-    assert manage("import_tools", str(folder)).returncode == 0
+    assert command("import_tools", str(folder)).returncode == 0
 
-    done = manage("check", "--tag", "tools")
+    done = command("check", "--tag", "tools")
 
     assert done.returncode == 0
     output = done.stdout + done.stderr

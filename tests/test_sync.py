@@ -6,7 +6,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from tests.support import REPO, tool_files
+from tests.support import MANAGE, REPO, console_env, manage, tool_files
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath, shim
 from tools_app.catalog.sync import sync_tools
@@ -287,18 +286,12 @@ def test_several_processes_starting_at_once_sync_safely(tmp_path, seed):
     """Web servers sync at start-up; several starting together must not clash."""
     for name in ("alpha", "beta", "gamma"):
         write_seed(seed, name, version=2)
-    env = {
-        **os.environ,
-        "DATABASE_URL": _database_for_subprocesses(tmp_path),
-        "CONSOLE_STATE_DIR": str(tmp_path / "state"),
-        "DATA_PATH": str(tmp_path / "data"),
-    }
-    manage = [sys.executable, str(REPO / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=REPO)
+    env = console_env(tmp_path, DATABASE_URL=_database_for_subprocesses(tmp_path))
+    manage("migrate", "-v", "0", env=env, check=True)
 
     procs = [
         subprocess.Popen(
-            [*manage, "sync_tools", "--seed", str(seed)],
+            [*MANAGE, "sync_tools", "--seed", str(seed)],
             env=env,
             cwd=REPO,
             stdout=subprocess.PIPE,
@@ -314,13 +307,7 @@ def test_several_processes_starting_at_once_sync_safely(tmp_path, seed):
         "from tools_app.models import ToolVersion;"
         "print(sorted(ToolVersion.objects.values_list('tool__name', 'number')))"
     )
-    result = subprocess.run(
-        [*manage, "shell", "-v", "0", "-c", check],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = manage("shell", "-v", "0", "-c", check, env=env)
     assert result.stdout.strip() == "[('alpha', 2), ('beta', 2), ('gamma', 2)]"
     for name in ("alpha", "beta", "gamma"):
         assert (tmp_path / "data" / "tools" / name / "index.ts").exists()

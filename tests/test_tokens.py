@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -14,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from tests.support import REPO
+from tests.support import console_env, manage
 from tests.support.forms import find_form, link, submit
 from tools_app.models import AgentToken, AuditEvent
 from tools_app.models.tokens import hash_token
@@ -212,20 +209,7 @@ def test_it_refuses_an_unknown_scope_with_status_2(db):
     [["ci", "--scope", "nope"], ["ci"], ["--scope", "sync:read"], ["", "--scope", "sync:read"]],
 )
 def test_it_exits_2_on_bad_usage(tmp_path, args):
-    env = {
-        **os.environ,
-        "CONSOLE_STATE_DIR": str(tmp_path),
-        "DATA_PATH": str(tmp_path / "data"),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "create_agent_token", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = manage("create_agent_token", *args, env=console_env(tmp_path), timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
 

@@ -6,8 +6,10 @@ modules of this package (forms, browser, worker, egress, integrations, ...)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -18,6 +20,45 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 TEMPLATES = REPO / "templates"
+
+MANAGE = [sys.executable, str(REPO / "manage.py")]
+
+# Variables of this test process that would point a console process it starts at this
+# run's database, broker, settings module, keys or data: a fresh install has none of them.
+RUN_SPECIFIC = ("CONSOLE_", "DATABASE_URL", "CELERY_", "DJANGO_", "DATA_PATH")
+
+
+def console_env(tmp_path: Path, *, fresh: bool = False, **extra: str | None) -> dict[str, str]:
+    """The environment of a console process a test starts (`manage.py ...`, a script): its
+    own state directory and DATA_PATH under `tmp_path`, then `extra` (None: unset).
+
+    By default the rest is this process's environment with a SQLite database file of its
+    own; with `fresh`, a fresh install's: nothing of RUN_SPECIFIC, so every default
+    (SQLite in the state directory, the embedded broker, generated keys)."""
+    if fresh:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(RUN_SPECIFIC)}
+    else:
+        env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    env["CONSOLE_STATE_DIR"] = str(tmp_path / "state")
+    env["DATA_PATH"] = str(tmp_path / "data")
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def manage(
+    *args: str, env: dict[str, str], timeout: float = 300, **run: Any
+) -> subprocess.CompletedProcess[str]:
+    """`manage.py ARGS` in a process of its own, from the repository, its output captured
+    as text (`env`: usually console_env(); `run`: more subprocess.run arguments)."""
+    return subprocess.run(
+        [*MANAGE, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        **run,
+    )  # fmt: skip
+
 
 ENTRY_SOURCE = {
     "typescript": (
