@@ -210,7 +210,7 @@ WHITENOISE_USE_FINDERS = DEBUG
 # HTTPS defaults follow CONSOLE_HTTPS, which is on when CONSOLE_SECRET_KEY is set (a
 # production install must set it) and off for a development install with its generated
 # key, served over plain HTTP on 127.0.0.1. Each setting can be overridden; with the
-# defaults, `manage.py check --deploy` reports nothing (tests/test_deploy_check.py).
+# defaults, `manage.py check --deploy` reports nothing (tests/ops/test_deploy_check.py).
 HTTPS = envbool("CONSOLE_HTTPS", "True" if os.getenv("CONSOLE_SECRET_KEY") else "False")
 _https = str(HTTPS)
 SESSION_COOKIE_HTTPONLY = True
@@ -348,7 +348,7 @@ AXES_LOCKOUT_CALLABLE = "tools_app.views.auth.locked_out"
 AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
 LOGGING["loggers"]["axes"] = {"level": "WARNING"}  # failures and locks, not every login
 # W006 warns that without ip_address an attacker may rotate User-Agents or cookies; with
-# username as the only parameter neither is part of the key (tests/test_login_throttle.py).
+# username as the only parameter neither is part of the key (tests/views/test_login_throttle.py).
 SILENCED_SYSTEM_CHECKS = ["axes.W006"]
 
 # Content-Security-Policy (django-csp): scripts only from the console's own static files

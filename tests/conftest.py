@@ -24,7 +24,7 @@ from tools_app.models import Tool
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER
 
 # Runs in this process start cold: no spare sandbox churning in the background between
-# tests (tests/test_runner_standby.py turns spares on; real workers have them on).
+# tests (tests/runner/test_runner_standby.py turns spares on; real workers have them on).
 os.environ.setdefault("TOOL_CONSOLE_SPARE_SANDBOXES", "off")
 
 

@@ -9,6 +9,14 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parent
+# Checks of the whole code base and suite; every other test module lives in the folder of
+# what it tests (docs/development.md, "The tests' layout").
+TOP_LEVEL = {
+    "test_import_graph.py",
+    "test_one_home.py",
+    "test_prerequisites.py",
+    "test_suite_layout.py",
+}
 
 
 def suite_modules() -> list[Path]:
@@ -61,3 +69,15 @@ def test_it_sees_each_way_of_importing_conftest(source):
 
 def test_it_lets_support_imports_through():
     assert conftest_imports("from tests.support import require\nimport tests.support\n") == []
+
+
+def test_it_keeps_each_test_module_in_the_folder_of_what_it_tests():
+    loose = sorted(path.name for path in TESTS.glob("test_*.py"))
+    assert set(loose) <= TOP_LEVEL, sorted(set(loose) - TOP_LEVEL)
+
+
+def test_it_makes_every_folder_of_tests_a_package():
+    """Two folders may then hold modules of the same name: each is imported once, under
+    its own dotted name."""
+    folders = sorted({path.parent for path in suite_modules()})
+    assert [str(f.relative_to(TESTS)) for f in folders if not (f / "__init__.py").is_file()] == []

@@ -2,7 +2,7 @@
 // (static/src/params-editor.js) types them.
 //
 // Not a general JSON Schema validator: it knows exactly the keywords that
-// tools_app/manifest/schema.input_schema emits (KEYWORDS; tests/test_raw_json_check.py fails when
+// tools_app/manifest/schema.input_schema emits (KEYWORDS; tests/manifest/test_raw_json_check.py fails when
 // manifest/schema.py starts emitting another), interprets the schema as data (the page's CSP
 // forbids eval, so no compiled validators), and words its messages like
 // schema.validate_params, whose check is the one that counts.

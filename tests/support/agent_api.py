@@ -15,7 +15,8 @@ from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version
 from tools_app.models import AgentToken
 
-# tests/data/toolmd carries a copy of the shared corpus's cases (tests/test_toolmd_corpus.py).
+# tests/data/toolmd carries a copy of the shared corpus's cases
+# (tests/manifest/test_toolmd_corpus.py).
 CORPORA = [REPO / "tests" / "data" / "toolmd"]
 ALL_SCOPES = ("registry:read", "sync:read", "tools:invoke")
 

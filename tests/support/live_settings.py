@@ -1,4 +1,4 @@
-"""Settings of a console a test serves in its own process (tests/test_mcp.py): the
+"""Settings of a console a test serves in its own process (tests/api/test_mcp.py): the
 production settings, with the per-process memos off, so what a test just wrote is what
 the server answers (the memos' bounded staleness is tested in test_api_registry.py)."""
 

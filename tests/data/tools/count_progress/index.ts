@@ -1,4 +1,4 @@
-// A test tool (tests/test_run_progress.py, tests/test_browser_run_progress.py): progress
+// A test tool (tests/runs/test_run_progress.py, tests/browser/test_browser_run_progress.py): progress
 // 1..N of total N, one update per step, as onUpdate's contract (docs/tool-format.md) says.
 export async function execute(toolCallId: string, params: any, signal: AbortSignal,
                               onUpdate: (u: any) => void) {

@@ -1,0 +1,1 @@
+"""The console in Debian's Chromium through Playwright (marker: browser)."""

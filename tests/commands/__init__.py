@@ -1,0 +1,1 @@
+"""The management commands as a person runs them (tools_app/management/)."""

@@ -1,0 +1,1 @@
+"""Integrations, their secrets and the vault (tools_app/integrations/, vault)."""

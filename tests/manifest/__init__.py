@@ -1,0 +1,1 @@
+"""TOOL.md parsing, input schemas, static checks (tools_app/manifest/)."""

@@ -1,0 +1,1 @@
+"""The sandboxed runner: bwrap, limits, seccomp, spares, teardown (tools_app/runner/)."""

@@ -1,0 +1,1 @@
+"""The tools shipped in seed/tools, validated and run for real."""
