@@ -71,7 +71,7 @@ def main() -> int:
         from django.core.management import call_command
         from django.utils import timezone
 
-        from tests.oauth_support import REDIRECT_URI, make, serve
+        from tests.support.oauth import REDIRECT_URI, make, serve
         from tools_app.audit import Actor
         from tools_app.integrations import oauth
         from tools_app.integrations.environment import environment_for

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.ocr_support import CLASSES, cer, sample  # noqa: E402
+from tests.support.ocr import CLASSES, cer, sample  # noqa: E402
 
 TARGETS = {"clean": 0.02, "screenshot_light": 0.05, "screenshot_dark": 0.05}
 

@@ -1,6 +1,6 @@
 """A tiny Django project that is the OAuth tests' authorization server: django-oauth-toolkit
 with PKCE required, exact redirect URIs, refresh-token rotation and revocation. Started
-by tests/oauth_support.py as its own process; its database is a SQLite file in tmp."""
+by tests/support/oauth.py as its own process; its database is a SQLite file in tmp."""
 
 import os
 

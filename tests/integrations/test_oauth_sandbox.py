@@ -13,9 +13,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests import oauth_support
-from tests.conftest import require
-from tests.oauth_support import PUBLIC_URL, OAuthServer, connect, make, record_of, tokens
+from tests.support import oauth as oauth_support
+from tests.support import require
+from tests.support.oauth import PUBLIC_URL, OAuthServer, connect, make, record_of, tokens
 from tools_app.audit import Actor
 from tools_app.models import OAuthConnection, Run, Tool
 from tools_app.runner import isolation_level

@@ -36,8 +36,8 @@ from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runner import FAILED
 from tools_app.runs import execute, start
 
-SEED = Path(__file__).resolve().parents[1] / "seed" / "tools" / "gmail"
-DATA = Path(__file__).resolve().parent / "data" / "gmail"
+SEED = Path(__file__).resolve().parents[2] / "seed" / "tools" / "gmail"
+DATA = Path(__file__).resolve().parents[1] / "data" / "gmail"
 API = "https://gmail.googleapis.com/gmail/v1/users/me"
 TOKEN = "ya29.a0-gmail-stand-in-t0ken-5e1f"  # distinctive: results must never carry it
 PAGE_2 = "09876543210987654321"
@@ -672,7 +672,7 @@ def test_the_tool_validates_and_declares_the_google_integration_read_only():
 def test_it_runs_through_the_celery_worker_with_an_admins_egress_exception(worker):
     """The real path: start_run queues the task; the worker process takes the egress
     exception from the database (as one added on the System page) and runs the tool."""
-    from worker_fixtures import wait_for_run
+    from tests.support.worker import wait_for_run
 
     vault.clear_cache()  # the worker's key, which the worker fixture configured
     fake = FakeGmail()

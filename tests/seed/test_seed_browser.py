@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
-from worker_fixtures import wait_for_run
 
-from tests.conftest import require
+from tests.support import require
+from tests.support.worker import wait_for_run
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version
@@ -34,7 +34,7 @@ from tools_app.runs import artifacts as run_artifacts
 from tools_app.runs import cancel
 from tools_app.runs import start as run_start
 
-SEED = Path(__file__).resolve().parents[1] / "seed" / "tools"
+SEED = Path(__file__).resolve().parents[2] / "seed" / "tools"
 CHROMIUM = "/usr/bin/chromium"
 AUTH = "Authorization: Bearer cdp-relay-s3cr3t-7c1e"  # distinctive: must never be shown
 SECRET = "cdp-relay-s3cr3t-7c1e"

@@ -17,8 +17,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from tests import oauth_support
-from tests.oauth_support import PUBLIC_URL, connect, make, start, tokens
+from tests.support import oauth as oauth_support
+from tests.support.oauth import PUBLIC_URL, connect, make, start, tokens
 from tools_app.audit import Actor
 from tools_app.integrations import oauth, vault
 from tools_app.integrations.environment import environment_for

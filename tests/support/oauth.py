@@ -25,7 +25,7 @@ from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
 from tools_app.models import Integration, OAuthConnection, Run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PUBLIC_URL = "https://console.test"
 REDIRECT_URI = f"{PUBLIC_URL}/integrations/oauth/callback/"
 

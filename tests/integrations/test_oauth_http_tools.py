@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests import oauth_support
-from tests.oauth_support import PUBLIC_URL, OAuthServer, connect, make, record_of, tokens
+from tests.support import oauth as oauth_support
+from tests.support.oauth import PUBLIC_URL, OAuthServer, connect, make, record_of, tokens
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
 from tools_app.models import OAuthConnection, OAuthState, Run, Tool

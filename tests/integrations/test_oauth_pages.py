@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tests import oauth_support
-from tests.oauth_support import PUBLIC_URL, REDIRECT_URI, OAuthServer, connect, make, tokens
+from tests.support import oauth as oauth_support
+from tests.support.oauth import PUBLIC_URL, REDIRECT_URI, OAuthServer, connect, make, tokens
 from tools_app.audit import Actor
 from tools_app.integrations import oauth
 from tools_app.models import Integration, OAuthConnection, OAuthState
