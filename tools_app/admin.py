@@ -35,6 +35,7 @@ from tools_app.models import (
     EgressException,
     Integration,
     IntegrationSecret,
+    OAuthConnection,
     Run,
     RunArtifact,
     RunUpdate,
@@ -369,6 +370,26 @@ class IntegrationSecretAdmin(ReadOnlyAdmin):
     list_filter = ("integration",)
     list_select_related = ("integration", "set_by")
     fields = ("integration", "field", "set_at", "set_by")  # never "ciphertext"
+
+
+@admin.register(OAuthConnection)
+class OAuthConnectionAdmin(ReadOnlyAdmin):
+    # Connected, refreshed and revoked on the integration's page. Never the tokens.
+    list_display = ("integration", "state", "account", "expires_at", "refreshed_at")
+    list_filter = ("state",)
+    list_select_related = ("integration",)
+    search_fields = ("integration__slug", "account")
+    fields = (
+        "integration",
+        "state",
+        "error",
+        "account",
+        "scope",
+        "expires_at",
+        "connected_at",
+        "connected_by",
+        "refreshed_at",
+    )  # never access_ciphertext or refresh_ciphertext
 
 
 @admin.register(ToolPreset)

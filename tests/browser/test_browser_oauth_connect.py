@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import browser_context
 from tests.support import oauth as oauth_support
+from tests.support.browser import browser_context
 from tools_app.models import AuditEvent, OAuthConnection, OAuthState
 
 pytestmark = pytest.mark.browser

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from tests.integrations_support import fernet_keys  # noqa: F401 (fixture)
-from tests.test_seed_tools import ToolRunner, run_tool  # noqa: F401 (fixture)
+from tests.seed.test_seed_tools import ToolRunner, run_tool  # noqa: F401 (fixture)
+from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version

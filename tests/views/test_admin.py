@@ -24,6 +24,7 @@ from tools_app.models import (
     EgressException,
     Integration,
     IntegrationSecret,
+    OAuthConnection,
     Run,
     RunArtifact,
     RunUpdate,
@@ -37,6 +38,7 @@ from tools_app.roles import ensure_groups
 
 CIPHERTEXT = "gAAAAAB-ciphertext-sentinel"
 SEALED = "sealed-params-sentinel"
+REFRESH_CIPHERTEXT = "gAAAAAB-refresh-ciphertext-sentinel"
 
 
 @pytest.fixture
@@ -62,6 +64,13 @@ def one_of_everything(make_tool, superuser):
     )
     IntegrationSecret.objects.create(
         integration=integration, field="TOKEN", ciphertext=CIPHERTEXT, set_at=timezone.now()
+    )
+    OAuthConnection.objects.create(
+        integration=integration,
+        access_ciphertext=CIPHERTEXT,
+        refresh_ciphertext=REFRESH_CIPHERTEXT,
+        account="octo@example.com",
+        connected_at=timezone.now(),
     )
     ToolPreset.objects.create(
         tool=tool, input="account", sensitive=True, ciphertext=CIPHERTEXT, set_at=timezone.now()
@@ -197,6 +206,8 @@ def test_secrets_never_appear(admin_client, one_of_everything):
         admin_url(Integration, "change", secret.integration_id),
         admin_url(IntegrationSecret, "changelist"),
         admin_url(IntegrationSecret, "change", secret.pk),
+        admin_url(OAuthConnection, "changelist"),
+        admin_url(OAuthConnection, "change", OAuthConnection.objects.get().pk),
         admin_url(AgentToken, "changelist"),
         admin_url(AgentToken, "change", token.pk),
         admin_url(Run, "change", run.pk),
@@ -205,6 +216,7 @@ def test_secrets_never_appear(admin_client, one_of_everything):
         page = admin_client.get(url).content.decode()
         assert CIPHERTEXT not in page, url
         assert SEALED not in page, url
+        assert REFRESH_CIPHERTEXT not in page, url
         assert token.token_hash not in page, url
         assert one_of_everything["raw_token"] not in page, url
 

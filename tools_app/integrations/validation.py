@@ -34,7 +34,7 @@ TEST_TIMEOUT = 10.0
 EXCERPT_CHARS = 300
 
 # Paths that the integration pages use themselves.
-RESERVED_SLUGS = frozenset({"new", "environment", "test"})
+RESERVED_SLUGS = frozenset({"new", "environment", "test", "oauth"})
 # Variables an integration may not set: they would change how the tool's runtime behaves.
 RESERVED_ENV = frozenset(
     {

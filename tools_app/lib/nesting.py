@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from typing import Any
 
 MAX_DEPTH = 64
@@ -124,3 +125,24 @@ def _unlink(trail: Any) -> list[Any]:
         keys.append(key)
     keys.reverse()
     return keys
+
+
+def loads_on_fresh_stack(text: str | bytes, **kwargs: Any) -> Any:
+    """json.loads with a whole recursion budget: a value stored before the cap (up to the
+    ~900 levels the API once took) must still load wherever the caller's stack is, and
+    the recursion limit counts per thread, so a new thread starts with all of it."""
+    outcome: list[Any] = []
+
+    def decode() -> None:
+        try:
+            outcome.append((True, json.loads(text, **kwargs)))
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=decode, name="json-fresh-stack")
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

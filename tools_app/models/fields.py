@@ -5,6 +5,8 @@ from typing import Any
 
 from django.db import models
 
+from tools_app.lib import nesting
+
 
 class OrderedJSONField(models.TextField):
     """JSON stored as text. PostgreSQL's jsonb reorders object keys, and the order of a
@@ -21,3 +23,17 @@ class OrderedJSONField(models.TextField):
 
     def value_to_string(self, obj: models.Model) -> str:
         return json.dumps(self.value_from_object(obj), ensure_ascii=False)
+
+
+class StoredJSONField(models.JSONField):
+    """A JSONField that loads what it stored whatever the stack depth: values stored
+    before the nesting cap (tools_app/lib/nesting.py) can be ~900 levels deep, which
+    json.loads refuses with RecursionError when the caller is already deep in frames."""
+
+    def from_db_value(self, value, expression, connection) -> Any:
+        try:
+            return super().from_db_value(value, expression, connection)
+        except RecursionError:
+            if not isinstance(value, str):
+                raise
+            return nesting.loads_on_fresh_stack(value, cls=self.decoder)

@@ -21,8 +21,8 @@ class OAuthConnectionQuerySet(models.QuerySet):
 
 class OAuthConnection(models.Model):
     """The tokens of one OAuth2 integration (tools_app/integrations/oauth.py), sealed by the
-    vault like every secret under one key (`key_id`), never registered in Django admin,
-    never rendered: pages show the state, the account and the expiry time only."""
+    vault like every secret under one key (`key_id`), never rendered: pages and Django admin
+    show the state, the account and the times only."""
 
     integration = models.OneToOneField(
         Integration, on_delete=models.CASCADE, related_name="oauth_connection"

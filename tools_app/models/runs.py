@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from tools_app.models.fields import StoredJSONField
 from tools_app.runs.progress import Progress
 
 
@@ -74,10 +75,10 @@ class Run(models.Model):
         "tools_app.AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # Params as shown and stored: sensitive inputs replaced by a mask.
-    params = models.JSONField(default=dict)
+    params = StoredJSONField(default=dict)
     # Sensitive input values, encrypted, kept only until the run starts.
     sealed_params = models.TextField(blank=True, default="")
-    result = models.JSONField(null=True, blank=True)
+    result = StoredJSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     stderr_tail = models.TextField(blank=True)
     notices = models.JSONField(default=list, blank=True)
@@ -157,7 +158,7 @@ class Run(models.Model):
 class RunUpdate(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="updates")
     seq = models.PositiveIntegerField()
-    content = models.JSONField()
+    content = StoredJSONField()
     # The update's own progress/total when the tool sent valid ones (tools_app/runs/progress.py).
     progress = models.FloatField(null=True, blank=True)
     total = models.FloatField(null=True, blank=True)
