@@ -154,8 +154,8 @@ def _default_matches(type_: str, value: Any, values: tuple[str, ...]) -> str | N
 def _input_description(c: Checker, spec: Map, path: str, line: int) -> str | None:
     """The input's description; an empty one (`description: ''`, as an OpenAPI import
     writes for an undocumented parameter) is a warning, not an error: the tool works, but
-    a model has only the name to go by. The key itself is required (DESIGN.md), so that
-    an empty one is a choice someone can see and fill in."""
+    a model has only the name to go by. The key itself is required (docs/tool-format.md),
+    so that an empty one is a choice someone can see and fill in."""
     key = f"{path}.description"
     if "description" not in spec:
         c.error(line, key, "is required (description: '' leaves it empty, with a warning)")
