@@ -138,6 +138,33 @@ def test_it_writes_nftables_rules_that_refuse_by_default_and_dnat_allowed_loopba
     assert rules.index("th dport 8888 accept") < rules.index("reject with tcp reset")
 
 
+def test_it_refuses_public_addresses_to_a_confined_run():
+    confined = egress_policy.Policy(
+        allows=egress_policy.url_allows("http://127.0.0.1:9222", "integration browser"),
+        confined_by=("browser",),
+    )
+    assert confined.decide("127.0.0.1", 9222).allowed
+    assert not confined.decide("127.0.0.1", 9223).allowed  # that port only
+    decision = confined.decide("203.0.113.5", 443)
+    assert not decision.allowed
+    assert decision.reason == (
+        "203.0.113.5 is no allowed endpoint: the integration browser confines this run's "
+        "network to its endpoints"
+    )
+    assert "Public addresses: refused: the integration browser confines" in confined.summary()
+    rules = network.ruleset(confined)
+    assert "th dport 9222 accept" in rules
+    # Past the exceptions and refused ranges, the rest is refused, not accepted.
+    tail = rules.split("table ip tool_egress_nat")[0].rstrip().splitlines()[-4:]
+    assert [line.strip() for line in tail] == [
+        "meta l4proto tcp reject with tcp reset",
+        "reject with icmpx type admin-prohibited",
+        "}",
+        "}",
+    ]
+    assert "    accept\n" in network.ruleset(egress_policy.Policy(allows=confined.allows))
+
+
 # --- the console's own requests --------------------------------------------------------
 
 

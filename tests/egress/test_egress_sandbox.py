@@ -178,6 +178,23 @@ def test_it_allows_an_integration_url_only_to_the_tool_that_declares_it(
     assert other[f"127.0.0.1:{local_http}"].startswith("refused")
 
 
+def test_it_confines_a_run_granted_a_confining_integration_to_its_endpoint(
+    tmp_path, hosts, local_http, stand_in, db
+):
+    from tests.support import integrations as integrations_support
+
+    other = stand_in(support.hello).port  # the same host, a port the integration does not name
+    integrations_support.create("browser", values={"endpoint": f"http://127.0.0.1:{local_http}"})
+    targets = [f"127.0.0.1:{local_http}", f"127.0.0.1:{other}", f"{hosts.public}:80"]
+    confined = probe(tmp_path, targets, config.tool_policy(["browser"]))
+    assert confined[f"127.0.0.1:{local_http}"].startswith("ok hello from 127.0.0.1")
+    assert confined[f"127.0.0.1:{other}"].startswith("refused"), confined
+    assert confined[f"{hosts.public}:80"].startswith("refused"), confined
+    # A run without it reaches the public host: the refusal above is the confinement.
+    open_run = probe(tmp_path, targets, config.tool_policy([]))
+    assert open_run[f"{hosts.public}:80"] == f"ok hello from {hosts.public}"
+
+
 def test_it_resolves_names_through_the_configured_dns(tmp_path, hosts):
     tool = tmp_path / "dns"
     tool.mkdir()

@@ -169,6 +169,18 @@ def test_it_accepts_a_good_type():
             "seed/integrations/demo.yaml:4: fields: a custom type has no fields",
         ),
         ("label: x\ndescription: y\n", "seed/integrations/demo.yaml:1: fields: is required"),
+        (
+            GOOD + "egress: closed\n",
+            "seed/integrations/demo.yaml:16: egress: 'closed' is not one of open, confined",
+        ),
+        (
+            GOOD.replace("    kind: url\n", "") + "egress: confined\n",
+            "seed/integrations/demo.yaml:15: egress: confined needs a url field",
+        ),
+        (
+            "label: x\ndescription: y\ncustom: true\negress: confined\n",
+            "seed/integrations/demo.yaml:4: egress: a custom type cannot confine egress",
+        ),
     ],
 )
 def test_it_reports_bad_types_with_file_line_and_key(text, expected):
@@ -177,12 +189,20 @@ def test_it_reports_bad_types_with_file_line_and_key(text, expected):
     assert any(p.startswith(expected) for p in problems), problems
 
 
+def test_it_reads_whether_a_type_confines_egress():
+    assert parse(GOOD)[0].confines_egress is False
+    assert parse(GOOD + "egress: open\n")[0].confines_egress is False
+    assert parse(GOOD + "egress: confined\n")[0].confines_egress is True
+    # The seed's browser type: its CDP endpoint is all the browser tool reaches.
+    assert load_types(REPO / "seed" / "integrations").types["browser"].confines_egress
+
+
 def test_it_only_warns_about_unknown_top_level_keys():
     itype, problems = parse(GOOD + "icon: star\n")
     assert itype is not None
     assert problems == [
         "seed/integrations/demo.yaml:16: icon: warning: unknown key, ignored "
-        "(known: label, description, custom, fields, test, oauth)"
+        "(known: label, description, custom, fields, test, oauth, egress)"
     ]
 
 

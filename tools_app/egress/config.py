@@ -40,13 +40,30 @@ def integration_urls(integrations: Iterable[Integration]) -> dict[str, tuple[str
     return urls
 
 
+def confining(integrations: Iterable[Integration]) -> tuple[str, ...]:
+    """The slugs of those whose type says `egress: confined`: a run granted one reaches its
+    URLs and the console's exceptions, no public address. The type file (the console's,
+    not a tool's) decides, so editing a tool cannot widen it."""
+    from tools_app.integrations.fields import type_of
+
+    found = []
+    for integration in integrations:
+        itype = type_of(integration)
+        if itype is not None and itype.confines_egress:
+            found.append(integration.slug)
+    return tuple(found)
+
+
+def _enabled(slugs: Iterable[str]) -> list[Integration]:
+    from tools_app.models import Integration
+
+    return list(Integration.objects.enabled().filter(slug__in=list(slugs)))
+
+
 def integration_url_allows(slugs: Iterable[str]) -> tuple[egress_policy.Allow, ...]:
     """The exact host and port of the URL fields of the declared, enabled integrations:
     only the tool declaring them reaches them."""
-    from tools_app.models import Integration
-
-    enabled = Integration.objects.enabled().filter(slug__in=list(slugs))
-    return egress_policy.integration_allows(integration_urls(enabled))
+    return egress_policy.integration_allows(integration_urls(_enabled(slugs)))
 
 
 def admin_entries() -> list[str]:
@@ -63,10 +80,14 @@ def admin_allows(entries: list[str] | None = None) -> tuple[egress_policy.Allow,
 
 def tool_policy(slugs: Iterable[str], admin: list[str] | None = None) -> egress_policy.Policy:
     """A run's policy; `admin`: the System page's exceptions as the run recorded them
-    (None reads them). Raises egress_policy.PolicyError for a malformed setting."""
-    extra = integration_url_allows(slugs) if slugs else ()
+    (None reads them); confined when one of the integrations confines it. Raises
+    egress_policy.PolicyError for a malformed setting."""
+    enabled = _enabled(slugs) if slugs else []
+    extra = egress_policy.integration_allows(integration_urls(enabled))
     allows = (*admin_allows(admin), *extra)
-    return egress_policy.build(settings.TOOL_NETWORK_ALLOW, allows, settings.TOOL_DNS)
+    return egress_policy.build(
+        settings.TOOL_NETWORK_ALLOW, allows, settings.TOOL_DNS, confined_by=confining(enabled)
+    )
 
 
 def console_policy(saved_integration=None) -> egress_policy.Policy:

@@ -9,7 +9,9 @@ and the gateway of every route of the main table (the default one included), rea
 the kernel. IPv6 forms that embed an IPv4 address (::ffff:127.0.0.1, 64:ff9b::/96) are
 judged by that IPv4 address. Exceptions, checked first: CONSOLE_TOOL_NETWORK_ALLOW
 (comma-separated `CIDR`, `host:port` or `CIDR:port`) and, for one tool only, the exact host
-and port of the URL fields of the integrations it declares.
+and port of the URL fields of the integrations it declares. A run granted an integration
+whose type confines egress (`egress: confined`, the browser's CDP endpoint) reaches those
+exceptions and nothing else: public addresses are refused too.
 
 Pure Python, no Django: the runner's network setup (runner/network.py turns a Policy into
 nftables rules) and the egress-aware HTTP client (egress/transport.py) both decide here.
@@ -236,6 +238,9 @@ class Policy:
     # The host's LAN: its interfaces' subnets and its routes' gateways (HostNetworks).
     subnets: tuple[IPNetwork, ...] = field(default_factory=tuple)
     gateways: tuple[IPAddress, ...] = field(default_factory=tuple)
+    # The integrations (slugs) that confine this run to the exceptions: public addresses
+    # are refused too. Empty: public addresses are allowed.
+    confined_by: tuple[str, ...] = ()
 
     def decide(self, ip: IPAddress | str, port: int | None) -> Decision:
         ip = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
@@ -243,9 +248,19 @@ class Policy:
             if allow.matches(ip, port):
                 return Decision(True, f"allowed by {allow.source} ({allow})")
         why = refusal(ip, self.own, self.subnets, self.gateways)
-        if why is None:
-            return Decision(True, "a public address")
-        return Decision(False, f"{ip} is {why}")
+        if why is not None:
+            return Decision(False, f"{ip} is {why}")
+        if self.confined_by:
+            return Decision(False, f"{ip} is no allowed endpoint: {self.confinement}")
+        return Decision(True, "a public address")
+
+    @property
+    def confinement(self) -> str:
+        """Who confines the run, in words (when `confined_by` names anyone)."""
+        names = ", ".join(self.confined_by)
+        if len(self.confined_by) > 1:
+            return f"the integrations {names} confine this run's network to their endpoints"
+        return f"the integration {names} confines this run's network to its endpoints"
 
     def decide_host(self, host: str, port: int) -> tuple[list[IPAddress], Decision]:
         """Resolve `host` once and judge EVERY address: one refused address refuses the
@@ -275,8 +290,11 @@ class Policy:
         def listed(items: tuple) -> str:
             return f" ({', '.join(map(str, items))})" if items else ""
 
+        public = "allowed (DNS included)."
+        if self.confined_by:
+            public = f"refused: {self.confinement} (the exceptions below; DNS allowed)."
         lines = [
-            "Public addresses: allowed (DNS included).",
+            f"Public addresses: {public}",
             "Refused: the host's loopback, private, shared, link-local (cloud metadata "
             "included), multicast and reserved addresses, and the console host's own "
             f"addresses{listed(self.own)}, subnets{listed(self.subnets)} and "
@@ -379,9 +397,15 @@ def _gateways() -> list[IPAddress]:
     return found
 
 
-def build(allow_text: str = "", extra: Iterable[Allow] = (), dns: str = "") -> Policy:
-    """The policy for the settings' allow list plus `extra` (a tool's integration URLs).
-    Raises PolicyError for a malformed allow list or DNS server."""
+def build(
+    allow_text: str = "",
+    extra: Iterable[Allow] = (),
+    dns: str = "",
+    confined_by: Iterable[str] = (),
+) -> Policy:
+    """The policy for the settings' allow list plus `extra` (a tool's integration URLs),
+    confined to them when `confined_by` names integrations. Raises PolicyError for a
+    malformed allow list or DNS server."""
     allows = tuple(dict.fromkeys([*parse_allow(allow_text), *extra]))
     resolver = None
     if dns.strip():
@@ -396,6 +420,7 @@ def build(allow_text: str = "", extra: Iterable[Allow] = (), dns: str = "") -> P
         dns=resolver,
         subnets=host.subnets,
         gateways=host.gateways,
+        confined_by=tuple(sorted(set(confined_by))),
     )
 
 

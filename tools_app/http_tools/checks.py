@@ -65,6 +65,8 @@ class ValidationContext:
     admin_entries: Sequence[str] = ()
     # {slug: its non-secret URL values} of each enabled integration, in slug order.
     integration_urls: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The slugs of the enabled integrations whose type confines egress to their URLs.
+    confining: Sequence[str] = ()
     # {slug: the names a hidden input may take to be filled by it}: every integration's,
     # and every integration type's (for an integration not created yet).
     integration_fields: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -169,7 +171,8 @@ def tool_policy(manifest: Manifest, context: ValidationContext) -> egress_policy
     urls = {s: urls for s, urls in context.integration_urls.items() if s in slugs}
     extra = egress_policy.integration_allows(urls) if slugs else ()
     allows = (*egress_policy.admin_allows(context.admin_entries), *extra)
-    return egress_policy.build(context.network_allow, allows, context.dns)
+    confined_by = [s for s in context.confining if s in slugs]
+    return egress_policy.build(context.network_allow, allows, context.dns, confined_by)
 
 
 def boundary_problem(manifest: Manifest, context: ValidationContext) -> str | None:

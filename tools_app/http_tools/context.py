@@ -43,6 +43,7 @@ def validation_context() -> ValidationContext:
         integration_urls=_LaterMap(
             lambda: egress_config.integration_urls(i for i in integrations() if i.enabled)
         ),
+        confining=_Later(lambda: egress_config.confining(i for i in integrations() if i.enabled)),
         integration_fields=_LaterMap(fields),
     )
 

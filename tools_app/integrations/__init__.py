@@ -13,6 +13,7 @@ Integration types are YAML files `seed/integrations/<slug>.yaml`:
     label: SearXNG                      # required
     description: ...                    # required
     custom: false                       # true: admins define the fields per integration
+    egress: open                        # or confined: tools granted it reach its URLs only
     fields:                             # required unless custom
       - name: url                       # ^[a-z][a-z0-9_]{0,63}$, unique
         label: Base URL                 # defaults to name

@@ -17,6 +17,7 @@ from tools_app.checks import ConsoleWarning, Level, warning_source
 from tools_app.integrations.errors import UnknownType
 from tools_app.integrations.oauth_spec import OAuthSpec, check_oauth
 from tools_app.integrations.validation import (
+    EGRESS_MODES,
     FIELD_KEYS,
     FIELD_KINDS,
     FIELD_NAME_RE,
@@ -80,6 +81,9 @@ class IntegrationType:
     custom: bool = False
     path: str = ""
     oauth: OAuthSpec | None = None  # integrations/oauth_spec.py
+    # A run granted an integration of this type reaches its URLs' hosts and nothing else
+    # (`egress: confined`; egress/config.py).
+    confines_egress: bool = False
 
     def field(self, name: str) -> FieldSpec | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -384,6 +388,7 @@ def parse_type(
         oauth = check_oauth(c.error, data, kinds)
         if oauth is not None and oauth.env in envs_of(fields):
             c.error(data.key_lines["oauth"], "oauth.env", f"{oauth.env} is also a field's env")
+    confines = _check_egress(c, data, fields, oauth)
     if c.failed:
         return None, c.problems
     return (
@@ -396,9 +401,36 @@ def parse_type(
             custom=custom,
             path=path,
             oauth=oauth,
+            confines_egress=confines,
         ),
         c.problems,
     )
+
+
+def _check_egress(
+    c: _Checker, m: _Map, fields: Mapping[str, FieldSpec], oauth: OAuthSpec | None
+) -> bool:
+    """`egress: confined`: the type's URLs are all its tools may reach, so it needs one
+    (a non-secret url field, or an OAuth type's api_hosts); custom types have no say."""
+    mode = _text(c, m, "egress", "egress", required=False) or "open"
+    line = m.key_lines.get("egress", m.line)
+    if mode not in EGRESS_MODES:
+        c.error(line, "egress", f"{mode!r} is not one of {', '.join(EGRESS_MODES)}")
+        return False
+    if mode == "open":
+        return False
+    if m.get("custom") is True:
+        c.error(line, "egress", "a custom type cannot confine egress: admins define its fields")
+        return False
+    urls = (
+        oauth.api_hosts
+        if oauth is not None
+        else [f for f in fields.values() if f.kind == "url" and not f.secret]
+    )
+    if not urls:
+        c.error(line, "egress", "confined needs a url field (or oauth.api_hosts) to allow")
+        return False
+    return True
 
 
 def types_dir() -> Path:

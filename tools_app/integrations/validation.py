@@ -19,7 +19,10 @@ ENV_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 # An integration field's `kind`.
 FIELD_KINDS = ("string", "url", "path")
 METHODS = ("GET", "HEAD", "POST")
-TYPE_KEYS = ("label", "description", "custom", "fields", "test", "oauth")
+TYPE_KEYS = ("label", "description", "custom", "fields", "test", "oauth", "egress")
+# A type's `egress`: open (the default) adds its URLs' hosts to what a run may reach;
+# confined makes them all a run granted it may reach (docs/egress.md).
+EGRESS_MODES = ("open", "confined")
 FIELD_KEYS = ("name", "label", "env", "kind", "secret", "required", "default", "help")
 TEST_KEYS = ("method", "url", "headers", "body", "expect")
 

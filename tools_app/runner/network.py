@@ -16,8 +16,9 @@ seccomp filter:
   accepts the sandbox's own loopback, DNS to the resolver, the allowed exceptions, refuses
   (TCP reset / ICMP admin-prohibited, so tools fail fast) every refused range and the
   console host's own addresses, subnets and gateways, and accepts the rest (public
-  addresses). Allowed 127.0.0.1:port destinations are DNATed to 10.0.2.2:port (slirp's
-  alias of the host's loopback), which needs route_localnet in this namespace.
+  addresses), or refuses it too when an integration confines the run. Allowed
+  127.0.0.1:port destinations are DNATed to 10.0.2.2:port (slirp's alias of the host's
+  loopback), which needs route_localnet in this namespace.
 
 A worker that is not root does the same in a user namespace of the run's own (see
 sandbox.rootless()): the gate shell's namespaces are made by `unshare --user --map-root-user
@@ -203,7 +204,12 @@ def ruleset(policy: egress_policy.Policy) -> str:
         refused = f"    {family} daddr {{ {_elements(nets)} }}"
         lines.append(f"{refused} meta l4proto tcp reject with tcp reset")
         lines.append(f"{refused} reject with icmpx type admin-prohibited")
-    lines += ["    accept", "  }", "}"]
+    if policy.confined_by:  # public addresses too: the exceptions above are all there is
+        lines.append("    meta l4proto tcp reject with tcp reset")
+        lines.append("    reject with icmpx type admin-prohibited")
+    else:
+        lines.append("    accept")
+    lines += ["  }", "}"]
     if nat:
         lines += ["table ip tool_egress_nat {", "  chain output {"]
         lines.append("    type nat hook output priority -100;")
