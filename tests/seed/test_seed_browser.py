@@ -1,9 +1,10 @@
 """The seed `browser` tool (seed/tools/browser) through the real worker and sandbox, against
-a real Chromium started here with a remote debugging port and a local page server.
+a real Chromium started here with a remote debugging port and a local page server (a
+stand_in: Chromium, outside the sandbox, loads the pages from it).
 
-The tool reaches the browser only because the `browser` integration names its endpoint
-(the egress policy opens exactly that host and port); Chromium, outside the sandbox, loads
-the pages from the page server.
+The tool reaches the browser only because the `browser` integration names its endpoint,
+and reaches nothing else: the `browser` type confines a run's egress to that exact host
+and port (docs/egress.md), public addresses included.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from django.urls import reverse
 
+from tests.support import egress as egress_support
 from tests.support import require
+from tests.support.stand_in import Answer, Reply, Request
 from tests.support.worker import wait_for_run
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
@@ -59,44 +61,27 @@ OTHER_HTML = "<!doctype html><title>Other</title><h1>Other page</h1><a href='/fo
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
+@dataclass
 class Pages:
-    """The local page server; /hang sends headers and never finishes the body."""
+    """The local page server; /hang sends headers and never finishes the body (until the
+    test ends)."""
 
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        release = self.release
+    base: str
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
 
-            def do_GET(self) -> None:
-                if self.path == "/hang":
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/html")
-                    self.send_header("Content-Length", "100000")
-                    self.end_headers()
-                    self.wfile.write(b"<!doctype html><title>Hanging</title><p>loading")
-                    self.wfile.flush()
-                    release.wait(60)
-                    return
-                body = {"/form": FORM_HTML, "/other": OTHER_HTML}.get(self.path)
-                data = (body or "<h1>Not found</h1>").encode()
-                self.send_response(200 if body else 404)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+def page_answer(release: threading.Event) -> Answer:
+    def hanging() -> Iterator[bytes]:
+        yield b"<!doctype html><title>Hanging</title><p>loading"
+        release.wait(60)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    def answer(request: Request) -> Reply:
+        if request.path == "/hang":
+            return Reply(200, hanging(), "text/html", length=100000)
+        body = {"/form": FORM_HTML, "/other": OTHER_HTML}.get(request.path)
+        data = (body or "<h1>Not found</h1>").encode()
+        return Reply(200 if body else 404, data, "text/html; charset=utf-8")
 
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return answer
 
 
 @dataclass
@@ -142,11 +127,18 @@ def chromium(tmp_path_factory) -> Iterator[Chromium]:
     browser.proc.wait(timeout=30)
 
 
+@pytest.fixture
+def pages(stand_in) -> Iterator[Pages]:
+    release = threading.Event()
+    yield Pages(stand_in(page_answer(release)).url)
+    release.set()  # before stand_in closes the server
+
+
 @pytest.fixture(scope="module")
-def pages() -> Iterator[Pages]:
-    server = Pages()
-    yield server
-    server.close()
+def hosts() -> Iterator[egress_support.EgressHosts]:
+    """A "public" host (a network namespace of the test's, tests/support/egress.py)."""
+    with egress_support.test_hosts() as made:
+        yield made
 
 
 @pytest.fixture
@@ -284,35 +276,60 @@ def test_cancel_stops_a_navigation_that_never_finishes(browser_tool, pages, work
                                                 "url": f"{pages.base}/other"}, worker)  # fmt: skip
 
 
+def pointed_at(endpoint: str, *, declares: bool = True) -> dict[str, bytes]:
+    """The tool as shipped, but connecting to `endpoint` whatever the integration says (a
+    developer's edit); without the integration when not `declares`."""
+    files = bundle.read_tool_dir(SEED / "browser")
+    source = files["index.ts"].decode()
+    files["index.ts"] = source.replace(
+        "str(process.env.BROWSER_CDP_URL)", json.dumps(endpoint)
+    ).encode()
+    if not declares:
+        files["TOOL.md"] = files["TOOL.md"].replace(b"integrations: [browser]\n", b"")
+    return files
+
+
+def publish(files: dict[str, bytes]) -> Tool:
+    save_version("browser", files, actor=Actor.system(), publish=True)
+    return Tool.objects.get(name="browser")
+
+
 def test_egress_refuses_a_cdp_host_the_integration_does_not_name(worker, chromium, tmp_path):
     # The integration names another port: the real browser's port is not reachable.
     other = _start_chromium(tmp_path / "other-profile")
     try:
         create_integration("browser", "browser", actor=Actor.system(),
                            values={"endpoint": other.endpoint})  # fmt: skip
-        files = bundle.read_tool_dir(SEED / "browser")
-        # The tool as shipped, but pointed at the first browser by a hard-coded endpoint.
-        source = (
-            files["index.ts"]
-            .decode()
-            .replace("str(process.env.BROWSER_CDP_URL)", json.dumps(chromium.endpoint))
-        )
-        files["index.ts"] = source.encode()
-        save_version("browser", files, actor=Actor.system(), publish=True)
-        tool = Tool.objects.get(name="browser")
-        run = call(tool, {"action": "tabs"}, worker)
+        run = call(publish(pointed_at(chromium.endpoint)), {"action": "tabs"}, worker)
         assert run.status == RunStatus.FAILED
         assert "Error: could not connect to the browser at 127.0.0.1:" in text(run)
+        assert "ECONNREFUSED" in text(run)
         # The endpoint the integration names is reachable.
-        files["index.ts"] = source.replace(
-            json.dumps(chromium.endpoint), json.dumps(other.endpoint)
-        ).encode()
-        save_version("browser", files, actor=Actor.system(), publish=True)
-        assert "Tabs (* is the current one)" in ok(Tool.objects.get(name="browser"),
-                                                   {"action": "tabs"}, worker)  # fmt: skip
+        tool = publish(pointed_at(other.endpoint))
+        assert "Tabs (* is the current one)" in ok(tool, {"action": "tabs"}, worker)
     finally:
         os.killpg(other.proc.pid, 15)
         other.proc.wait(timeout=30)
+
+
+def test_egress_confines_the_tool_to_the_cdp_endpoint(browser_tool, chromium, hosts, worker):
+    # A public address, open to other tools, is not open to a run given the browser's
+    # endpoint and auth header: an edited tool cannot send them anywhere else.
+    public = f"http://{hosts.public}:80"
+    run = call(publish(pointed_at(public)), {"action": "tabs"}, worker)
+    assert run.status == RunStatus.FAILED
+    assert f"could not connect to the browser at {hosts.public}" in text(run)
+    assert "ECONNREFUSED" in text(run), text(run)
+    assert "the integration browser confines this run's network" in run.network_policy
+    # Without the integration (so without its endpoint and header) the same edit reaches
+    # the public host: its answer is no DevTools JSON. The refusal above is the confinement.
+    run = call(publish(pointed_at(public, declares=False)), {"action": "tabs"}, worker)
+    assert run.status == RunStatus.FAILED
+    assert "ECONNREFUSED" not in text(run) and "is not valid JSON" in text(run), text(run)
+    assert "confines" not in run.network_policy
+    # The endpoint the integration names stays reachable.
+    tool = publish(pointed_at(chromium.endpoint))
+    assert "Tabs (* is the current one)" in ok(tool, {"action": "tabs"}, worker)
 
 
 def test_the_auth_header_never_appears_in_run_records_or_pages(
