@@ -174,7 +174,7 @@ def console_admin_client(console_admin) -> Client:
 
 @pytest.fixture
 def stand_in() -> Iterator[Callable[..., StandIn]]:
-    """stand_in(answer, host="127.0.0.1", http11=False) -> a started local HTTP server
+    """stand_in(answer, host="127.0.0.1", http11=False, netns=None) -> a started local HTTP server
     standing in for an outside API (tests/support/stand_in.py); closed after the test."""
     started: list[StandIn] = []
 

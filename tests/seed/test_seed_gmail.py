@@ -1,27 +1,47 @@
 """The seed's gmail tool (TypeScript, seed/tools/gmail), run for real: the runner and its
-bubblewrap sandbox, the egress policy (the stand-in is reachable only because
-CONSOLE_TOOL_NETWORK_ALLOW allows it, as an admin would allow a provider) and, once, the
-Celery worker. A local HTTP server stands in for gmail.googleapis.com and serves payloads
-written from Google's REST reference (tests/data/gmail); the `google` integration's access
-token reaches the tool as GOOGLE_ACCESS_TOKEN."""
+bubblewrap sandbox, the egress policy and the Celery worker. A `stand_in` server
+(tests/support/stand_in.py) plays gmail.googleapis.com and serves payloads written from
+Google's REST reference (tests/data/gmail); the access token of the connected `google`
+integration reaches the tool as GOOGLE_ACCESS_TOKEN.
+
+Most tests run the tool in this process, the stand-in allowed by CONSOLE_TOOL_NETWORK_ALLOW.
+The worker tests at the end take the production path: a worker whose /etc/hosts names
+gmail.googleapis.com as a private address of a test network namespace
+(tests/support/egress.py), refused to tools unless an allowance opens it, and the only one
+that does is what the google integration type declares (api_hosts: gmail.googleapis.com)."""
 
 from __future__ import annotations
 
 import base64
 import json
-import threading
+import textwrap
 import urllib.parse
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from django.utils import timezone
 
 from tests.seed.test_seed_tools import ToolRunner, run_tool  # noqa: F401 (fixture)
+from tests.support import egress as egress_support
+from tests.support import in_ci, require, tool_files
 from tests.support.integrations import fernet_keys  # noqa: F401 (fixture)
+from tests.support.oauth import record_of
+from tests.support.stand_in import Reply, Request, StandIn
+from tests.support.worker import (
+    REDIS_URL,
+    CeleryWorker,
+    _configure_publisher,
+    redis_reachable,
+    skip_or_fail,
+    wait_for_run,
+    worker_database_url,
+)
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
 from tools_app.catalog.versions import save_version
@@ -33,13 +53,16 @@ from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.egress import EgressException
 from tools_app.models.oauth import OAuthConnection, OAuthState
 from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runner import FAILED
+from tools_app.runner import FAILED, isolation_level
 from tools_app.runs import execute, start
 
 SEED = Path(__file__).resolve().parents[2] / "seed" / "tools" / "gmail"
 DATA = Path(__file__).resolve().parents[1] / "data" / "gmail"
 API = "https://gmail.googleapis.com/gmail/v1/users/me"
 TOKEN = "ya29.a0-gmail-stand-in-t0ken-5e1f"  # distinctive: results must never carry it
+# The canaries: the console keeps them; no run record, tool or request may carry them.
+REFRESH = "1//09gmail-stand-in-refresh-canary-3b8e"
+CLIENT_SECRET = "gmail-tests-client-secret-canary-91d2"
 PAGE_2 = "09876543210987654321"
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,9 +198,15 @@ def _metadata(message: dict[str, Any], wanted: list[str]) -> dict[str, Any]:
     return slim
 
 
-class FakeGmail:
+def _json(status: int, data: Any, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, json.dumps(data).encode(), "application/json; charset=UTF-8",
+                 dict(headers or {}))  # fmt: skip
+
+
+class Gmail:
     """Answers users.messages.list/get, users.threads.get and users.labels.list as the
-    reference documents them, or every request with `fail` when a test sets it."""
+    reference documents them, or every request with `fail` when a test sets it; `seen`
+    holds each request's path, query and Authorization header."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
@@ -187,87 +216,75 @@ class FakeGmail:
         }
         self.messages.update({m["id"]: m for m in THREAD["messages"]})
         self.threads = {t["id"]: t for t in (THREAD, HUGE_THREAD)}
-        fake = self
+        self.server: StandIn | None = None
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def answer(self, request: Request) -> Reply:
+        query = urllib.parse.parse_qs(request.query)
+        auth = request.header("Authorization")
+        self.seen.append({"path": request.route, "query": query, "authorization": auth})
+        if self.fail is not None:
+            return _json(*self.fail)
+        if auth != f"Bearer {TOKEN}":
+            return _json(401, ERRORS["401"], {"WWW-Authenticate": 'Bearer realm="x"'})
+        path = request.route.removeprefix("/gmail/v1/users/me")
+        if path == "/messages":
+            page = query.get("pageToken", [""])[0]
+            return _json(200, payload("list_page_2.json" if page == PAGE_2 else "list_page_1.json"))
+        if path.startswith("/messages/") and path[10:] in self.messages:
+            message = self.messages[path[10:]]
+            if query.get("format") == ["metadata"]:
+                message = _metadata(message, query.get("metadataHeaders", []))
+            return _json(200, message)
+        if path.startswith("/threads/") and path[9:] in self.threads:
+            return _json(200, self.threads[path[9:]])
+        if path == "/labels":
+            return _json(200, payload("labels.json"))
+        return _json(404, ERRORS["404"])
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-                body = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                url = urllib.parse.urlsplit(self.path)
-                query = urllib.parse.parse_qs(url.query)
-                auth = self.headers.get("Authorization")
-                fake.seen.append({"path": url.path, "query": query, "authorization": auth})
-                if fake.fail is not None:
-                    self._send(*fake.fail)
-                    return
-                if auth != f"Bearer {TOKEN}":
-                    self._send(401, ERRORS["401"], {"WWW-Authenticate": 'Bearer realm="x"'})
-                    return
-                base = "/gmail/v1/users/me"
-                path = url.path.removeprefix(base)
-                if path == "/messages":
-                    page = query.get("pageToken", [""])[0]
-                    self._send(
-                        200, payload("list_page_2.json" if page == PAGE_2 else "list_page_1.json")
-                    )
-                elif path.startswith("/messages/") and path[10:] in fake.messages:
-                    message = fake.messages[path[10:]]
-                    if query.get("format") == ["metadata"]:
-                        message = _metadata(message, query.get("metadataHeaders", []))
-                    self._send(200, message)
-                elif path.startswith("/threads/") and path[9:] in fake.threads:
-                    self._send(200, fake.threads[path[9:]])
-                elif path == "/labels":
-                    self._send(200, payload("labels.json"))
-                else:
-                    self._send(404, ERRORS["404"])
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}/gmail/v1/users/me"
+        assert self.server is not None
+        return f"{self.server.url}/gmail/v1/users/me"
 
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def requests(self) -> str:
+        """Every request as received, headers included, as text (for the canaries)."""
+        assert self.server is not None
+        sent = [(r.method, r.path, r.headers, r.body.decode(errors="replace"))
+                for r in self.server.seen]  # fmt: skip
+        return json.dumps(sent)
 
 
-def _tool_files(fake: FakeGmail) -> dict[str, bytes]:
-    """The seed tool as shipped, its API base pointed at the stand-in."""
+def serve_gmail(stand_in: Callable[..., StandIn], **where: Any) -> Gmail:
+    """A Gmail stand-in, GET only and keeping connections open as Google's API does."""
+    gmail = Gmail()
+    gmail.server = stand_in(gmail.answer, http11=True, methods=("GET",), **where)
+    return gmail
+
+
+def _tool_files(base: str) -> dict[str, bytes]:
+    """The seed tool as shipped, its API base pointed at `base`."""
     files = bundle.read_tool_dir(SEED)
     source = files["index.ts"].decode()
     assert source.count(API) == 1
-    files["index.ts"] = source.replace(API, fake.base).encode()
+    files["index.ts"] = source.replace(API, base).encode()
     return files
 
 
 def connect_google() -> None:
-    """A google integration connected as the OAuth callback leaves it: a valid access token
-    sealed by the vault (the connect flow itself is tested against a real authorization
-    server in tests/test_oauth.py)."""
+    """A google integration connected as the OAuth callback leaves it: an access token
+    valid for an hour and a refresh token, both sealed by the vault (the connect flow itself
+    is tested against a real authorization server in tests/integrations/test_oauth.py)."""
     integration = create_integration(
         "google",
         "google",
         actor=Actor.system(),
         values={"client_id": "gmail-tests.apps.googleusercontent.com"},
-        secrets={"client_secret": "gmail-tests-client-secret"},
+        secrets={"client_secret": CLIENT_SECRET},
     )
     ciphertext, key_id = vault.encrypt(TOKEN)
     now = timezone.now()
@@ -275,23 +292,24 @@ def connect_google() -> None:
         integration=integration,
         state=OAuthState.CONNECTED,
         access_ciphertext=ciphertext,
+        refresh_ciphertext=vault.encrypt(REFRESH)[0],
         key_id=key_id,
         expires_at=now + timedelta(hours=1),
         account="reader@example.com",
+        scope="openid email https://www.googleapis.com/auth/gmail.readonly",
         connected_at=now,
     )
 
 
 @pytest.fixture
-def gmail(settings, fernet_keys) -> Iterator[FakeGmail]:  # noqa: F811
-    fake = FakeGmail()
+def gmail(settings, fernet_keys, stand_in) -> Gmail:  # noqa: F811
+    fake = serve_gmail(stand_in)
     settings.ALLOWED_HOSTS = ["console.test"]
     settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{fake.port}"
     fernet_keys("A")
     connect_google()
-    save_version("gmail", _tool_files(fake), actor=Actor.system(), publish=True)
-    yield fake
-    fake.close()
+    save_version("gmail", _tool_files(fake.base), actor=Actor.system(), publish=True)
+    return fake
 
 
 def run_gmail(params: dict[str, Any]) -> Run:
@@ -305,7 +323,14 @@ def run_gmail(params: dict[str, Any]) -> Run:
 def text_of(run: Run) -> str:
     text = "\n".join(item["text"] for item in run.result["content"])
     assert TOKEN not in text and TOKEN not in json.dumps(run.result)
+    no_secrets_in(record_of(run))
     return text
+
+
+def no_secrets_in(kept: str) -> None:
+    """Neither token nor the client secret in `kept` (a run's record, what a tool saw)."""
+    for secret in (TOKEN, REFRESH, CLIENT_SECRET):
+        assert secret not in kept
 
 
 def succeeded(params: dict[str, Any]) -> str:
@@ -626,17 +651,18 @@ def test_it_reaches_gmail_only_where_the_egress_policy_allows(gmail, settings):
     assert gmail.seen == []
 
 
-def test_it_names_the_google_integration_when_none_is_connected(settings, fernet_keys):  # noqa: F811
-    fake = FakeGmail()
-    try:
-        settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{fake.port}"
-        save_version("gmail", _tool_files(fake), actor=Actor.system(), publish=True)
-        run = run_gmail({"operation": "list_labels"})
-        assert run.status == RunStatus.FAILED
-        assert "integration 'google' is not configured" in text_of(run)
-        assert fake.seen == []
-    finally:
-        fake.close()
+def test_it_names_the_google_integration_when_none_is_connected(
+    settings,
+    fernet_keys,  # noqa: F811
+    stand_in,
+):
+    fake = serve_gmail(stand_in)
+    settings.TOOL_NETWORK_ALLOW = f"127.0.0.1:{fake.port}"
+    save_version("gmail", _tool_files(fake.base), actor=Actor.system(), publish=True)
+    run = run_gmail({"operation": "list_labels"})
+    assert run.status == RunStatus.FAILED
+    assert "integration 'google' is not configured" in text_of(run)
+    assert fake.seen == []
 
 
 def test_it_says_to_connect_google_when_it_runs_without_a_token(
@@ -668,29 +694,260 @@ def test_the_tool_validates_and_declares_the_google_integration_read_only():
     assert "method:" not in source  # GET only: a read-only tool
 
 
-@pytest.mark.worker
-def test_it_runs_through_the_celery_worker_with_an_admins_egress_exception(worker):
-    """The real path: start_run queues the task; the worker process takes the egress
-    exception from the database (as one added on the System page) and runs the tool."""
-    from tests.support.worker import wait_for_run
+# --- the production path: the Celery worker, the sandbox, the google type's allowance -----
 
-    vault.clear_cache()  # the worker's key, which the worker fixture configured
-    fake = FakeGmail()
-    try:
-        EgressException.objects.create(entry=f"127.0.0.1:{fake.port}", note="gmail stand-in")
-        connect_google()
-        save_version("gmail", _tool_files(fake), actor=Actor.system(), publish=True)
-        tool = Tool.objects.get(name="gmail")
-        run = start.start_run(
-            tool.published_version,
-            {"operation": "get_message", "message_id": "18e4c1d2a7b3f907"},
-            actor=Actor.system(),
-            via=RunVia.API,
+# Gmail by its own name, on the port the google type opens to the tools declaring it
+# (api_hosts: gmail.googleapis.com, so https's 443); plain HTTP, as no certificate for
+# Google's name could be made that the tool's Node would trust.
+GOOGLE_API = "http://gmail.googleapis.com:443/gmail/v1/users/me"
+
+
+@dataclass
+class GoogleHost:
+    hosts: egress_support.EgressHosts
+    worker: CeleryWorker
+
+    @property
+    def allowance(self) -> str:
+        """The line of a run's network policy that the google type's api_hosts make."""
+        return f"- {self.hosts.private}:443 (integration google)"
+
+
+@pytest.fixture(scope="module")
+def google_host(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[GoogleHost]:
+    """A worker of its own whose /etc/hosts (which its sandboxes get too) names
+    gmail.googleapis.com as the test namespace's private address: refused to every tool
+    unless an allowance opens it."""
+    require(isolation_level()[0] != "bwrap", "the egress policy needs bubblewrap")
+    with django_db_blocker.unblock():
+        database_url = worker_database_url()
+    if database_url is None:
+        skip_or_fail("the worker needs a file or PostgreSQL test database")
+    if not redis_reachable() and in_ci():
+        pytest.fail(f"Redis is required in CI but does not answer at {REDIS_URL}")
+    with egress_support.test_hosts() as hosts:
+        root = tmp_path_factory.mktemp("gmail-worker")
+        etc_hosts = root / "hosts"
+        etc_hosts.write_text(
+            Path("/etc/hosts").read_text() + f"\n{hosts.private} gmail.googleapis.com\n"
         )
-        run = wait_for_run(run.pk, (RunStatus.SUCCEEDED, RunStatus.FAILED), worker=worker)
-        assert run.status == RunStatus.SUCCEEDED, run.result
-        assert run.worker
-        assert text_of(run).endswith("Das Café öffnet um 9 Uhr; Preis: 3½ £ (¿sí?).")
-        assert fake.seen[0]["authorization"] == f"Bearer {TOKEN}"
-    finally:
-        fake.close()
+        worker = CeleryWorker(
+            root=root,
+            broker_url=REDIS_URL if redis_reachable() else "filesystem://",
+            queue=f"test-gmail-{uuid.uuid4().hex[:8]}",
+            database_url=database_url,
+            encryption_key=Fernet.generate_key().decode(),
+            concurrency=1,
+            prefix=egress_support.with_file_at("/etc/hosts", etc_hosts),
+        )
+        undo = _configure_publisher(worker)
+        worker.start()
+        try:
+            yield GoogleHost(hosts, worker)
+        finally:
+            worker.stop()
+            undo()
+
+
+@pytest.fixture
+def google(google_host, settings, stand_in) -> Gmail:
+    """Gmail at gmail.googleapis.com:443, the google integration connected under the
+    worker's key and the seed tool calling Gmail by that name. No CONSOLE_TOOL_NETWORK_ALLOW
+    and no System page exception: the worker has none."""
+    settings.CONSOLE_ENCRYPTION_KEYS = [google_host.worker.encryption_key]
+    settings.ARTIFACTS_PATH = google_host.worker.state_dir / "artifacts"
+    vault.clear_cache()
+    hosts = google_host.hosts
+    fake = serve_gmail(stand_in, host=hosts.private, port=443, netns=hosts.netns_path)
+    connect_google()
+    save_version("gmail", _tool_files(GOOGLE_API), actor=Actor.system(), publish=True)
+    return fake
+
+
+def in_worker(google_host: GoogleHost, params: dict[str, Any], name: str = "gmail") -> Run:
+    """Queue the run as the console does and wait for the worker to finish it."""
+    tool = Tool.objects.get(name=name)
+    run = start.start_run(tool.published_version, params, actor=Actor.system(), via=RunVia.API)
+    worker = google_host.worker
+    run = wait_for_run(run.pk, (RunStatus.SUCCEEDED, RunStatus.FAILED), worker=worker)
+    assert run.worker and run.isolation == "bwrap"
+    return run
+
+
+def through_the_allowance(google_host: GoogleHost, gmail: Gmail, run: Run) -> None:
+    """The run had the google type's allowance, and the stand-in got the connected
+    account's access token and nothing else of the console's."""
+    assert google_host.allowance in run.network_policy.splitlines()
+    assert gmail.seen and {s["authorization"] for s in gmail.seen} == {f"Bearer {TOKEN}"}
+    sent = gmail.requests()
+    assert REFRESH not in sent and CLIENT_SECRET not in sent
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        (
+            {"operation": "get_message", "message_id": "18e4c1d2a7b3f905"},
+            ["Attachment: q1-numbers.pdf (application/pdf, 48213 bytes,",
+             "\n\nHi Bob,\n\nthe Q1 numbers are attached: revenue up 12 %.\n\nGrüße,\nAlice"],
+        ),
+        (
+            {"operation": "get_message", "message_id": "18e4c1d2a7b3f906"},
+            ["(HTML-only message, shown as text)\nMarch news\n\n",
+             "Write to team@example.com.\nCafé & more – ☺"],
+        ),
+        (
+            {"operation": "get_message", "message_id": "18e4c1d2a7b3f907"},
+            ["\n\nGrüße aus Köln!\nDas Café öffnet um 9 Uhr; Preis: 3½ £ (¿sí?)."],
+        ),
+        (
+            {"operation": "get_message", "message_id": HUGE["id"], "max_body_chars": 1000},
+            ["line 000000 of the very long report",
+             f"[truncated: 1000 of {HUGE_CHARS} characters of this body shown;"],
+        ),
+        (
+            {"query": "from:alice@example.com", "max_results": 2},
+            ['2 message(s) matching query "from:alice@example.com" (resultSizeEstimate 4).',
+             f'More results: call again with page_token "{PAGE_2}".',
+             "Subject: Quarterly numbers", "Subject: March news"],
+        ),
+        (
+            {"query": "from:alice@example.com", "page_token": PAGE_2},
+            ["1. Message 18e4c1d2a7b3f907", "No further page.",
+             "could not be read any more (deleted?): 18e4c1d2a7b3f999"],
+        ),
+    ],
+    ids=["multipart", "html-only", "iso-8859-1", "huge", "first-page", "next-page"],
+)  # fmt: skip
+def test_it_reads_gmail_through_the_worker_by_the_google_types_allowance(
+    google_host, google, params, expected
+):
+    run = in_worker(google_host, params)
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    text = text_of(run)
+    for part in expected:
+        assert part in text
+    assert "<p>" not in text
+    through_the_allowance(google_host, google, run)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize(
+    ("fail", "params", "expected"),
+    [
+        ((401, ERRORS["401"], {}), {"operation": "list_labels"}, REFRESH_OR_RECONNECT),
+        ((403, ERRORS["403_scope"], {}), {"operation": "list_labels"}, NO_SCOPE),
+        (None, {"operation": "get_message", "message_id": "18e4c1d2a7b3f000"},
+         "Gmail found no message with id 18e4c1d2a7b3f000 (HTTP 404: Requested entity was"
+         " not found.)"),
+        ((429, ERRORS["429"], {"Retry-After": "30"}), {"operation": "list_labels"},
+         RATE_LIMITED),
+    ],
+    ids=["401", "403", "404", "429"],
+)  # fmt: skip
+def test_it_explains_gmails_errors_in_words_through_the_worker(
+    google_host, google, fail, params, expected
+):
+    google.fail = fail
+    run = in_worker(google_host, params)
+    assert run.status == RunStatus.FAILED, run.result
+    text = text_of(run)
+    assert text.startswith("Error: ") and expected in text
+    assert "{" not in text
+    through_the_allowance(google_host, google, run)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("where", ["another port of that host", "the host's loopback"])
+def test_it_reaches_no_host_the_google_type_does_not_declare(google_host, google, stand_in, where):
+    """The type opens gmail.googleapis.com:443, not that address's other ports nor
+    anything else; the google integration connected changes nothing there."""
+    hosts = google_host.hosts
+    if where == "another port of that host":
+        other = serve_gmail(stand_in, host=hosts.private, port=8443, netns=hosts.netns_path)
+        base = "http://gmail.googleapis.com:8443/gmail/v1/users/me"
+    else:
+        other = serve_gmail(stand_in)
+        base = other.base
+    save_version("gmail", _tool_files(base), actor=Actor.system(), publish=True)
+    run = in_worker(google_host, {"operation": "list_labels"})
+    assert run.status == RunStatus.FAILED, run.result
+    origin = base.removesuffix("/gmail/v1/users/me")
+    assert f"could not reach Gmail at {origin}" in text_of(run)
+    assert other.seen == [] and google.seen == []
+    assert google_host.allowance in run.network_policy.splitlines()
+
+
+# A tool declaring google (or not) that calls `url` with the token it got and shows its
+# whole environment: where a refresh token or client secret handed to tools would show.
+ENV_PROBE_PY = textwrap.dedent(
+    """
+    import json, os, urllib.request
+
+    def execute(tool_call_id, params, signal, on_update):
+        token = os.environ.get("GOOGLE_ACCESS_TOKEN", "")
+        request = urllib.request.Request(
+            params["url"], headers={"Authorization": "Bearer " + token}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                reached = answer.status
+        except Exception as exc:
+            reached = repr(exc)
+        seen = {"reached": reached, "env": dict(os.environ)}
+        return {"content": [{"type": "text", "text": json.dumps(seen)}]}
+    """
+)
+
+
+def probe(google_host: GoogleHost, integrations: list[str]) -> tuple[Run, dict[str, Any]]:
+    files = tool_files(
+        "google_probe",
+        "python",
+        ENV_PROBE_PY,
+        inputs={"url": {"type": "string", "description": "What to call"}},
+        integrations=integrations,
+        extra={"network": True},
+    )
+    save_version("google_probe", files, actor=Actor.system(), publish=True)
+    run = in_worker(google_host, {"url": f"{GOOGLE_API}/labels"}, name="google_probe")
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    return run, json.loads(run.result["content"][0]["text"])
+
+
+@pytest.mark.worker
+def test_a_google_tool_gets_the_access_token_and_never_the_refresh_token(google_host, google):
+    run, seen = probe(google_host, ["google"])
+    assert seen["reached"] == 200  # the token it got is the connected one (the stand-in said)
+    assert seen["env"]["GOOGLE_ACCESS_TOKEN"] == "{{google.access_token}}"  # redacted
+    assert not any("REFRESH" in name or "SECRET" in name for name in seen["env"])
+    no_secrets_in(json.dumps(seen))
+    no_secrets_in(record_of(run))
+    through_the_allowance(google_host, google, run)
+
+
+@pytest.mark.worker
+def test_only_a_tool_declaring_google_reaches_gmail(google_host, google):
+    run, seen = probe(google_host, [])
+    assert "Connection refused" in seen["reached"]
+    assert "GOOGLE_ACCESS_TOKEN" not in seen["env"]
+    assert google.seen == []
+    assert google_host.allowance not in run.network_policy
+
+
+@pytest.mark.worker
+def test_it_runs_through_the_celery_worker_with_an_admins_egress_exception(
+    google_host, google, stand_in
+):
+    """The worker takes the egress exception from the database (as one added on the
+    System page): the tool reaches a Gmail stand-in on the host's loopback."""
+    fake = serve_gmail(stand_in)
+    EgressException.objects.create(entry=f"127.0.0.1:{fake.port}", note="gmail stand-in")
+    save_version("gmail", _tool_files(fake.base), actor=Actor.system(), publish=True)
+    run = in_worker(google_host, {"operation": "get_message", "message_id": "18e4c1d2a7b3f907"})
+    assert run.status == RunStatus.SUCCEEDED, run.result
+    assert run.worker
+    assert text_of(run).endswith("Das Café öffnet um 9 Uhr; Preis: 3½ £ (¿sí?).")
+    assert fake.seen[0]["authorization"] == f"Bearer {TOKEN}"
+    assert f"- 127.0.0.1:{fake.port} (the System page)" in run.network_policy.splitlines()

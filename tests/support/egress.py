@@ -32,6 +32,11 @@ class EgressHosts:
     netns: str  # where the test hosts live (the PID holding the namespace)
     host_public: str  # the host's own end of the link: an address of the console's host
 
+    @property
+    def netns_path(self) -> str:
+        """The namespace as a file: StandIn(netns=...) serves this process's answers there."""
+        return f"/proc/{self.netns.removeprefix('pid ')}/ns/net"
+
 
 def _ready(address: str, port: int, deadline: float) -> None:
     while time.monotonic() < deadline:
@@ -115,6 +120,24 @@ def test_hosts() -> Iterator[EgressHosts]:
                 server.kill()
                 server.wait()
             subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+
+
+def with_file_at(target: str, source: Path) -> list[str]:
+    """The command prefix that runs a program in a mount namespace of its own where the
+    file `target` (/etc/hosts, /etc/resolv.conf) is `source`: the program and the sandboxes
+    it starts see it, nothing else on the host does. Needs root."""
+    script = 'mount --bind "$0" "$1" && shift && exec "$@"'
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        str(source),
+        target,
+    ]
 
 
 def hello(request: Request) -> Reply:

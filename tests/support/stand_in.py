@@ -5,12 +5,16 @@ A test gives it one function, `answer(request) -> Reply`, and reads what was ask
 `server.seen`; `methods=("GET",)` refuses the others with 501, as a GET-only API does.
 It binds where the test says: 127.0.0.1 by default, another loopback address (127.0.0.2:
 not the console's own), an IPv6 address, or 0.0.0.0:80 inside a test network namespace
-(tests/support/egress.py runs it there in a child process)."""
+(tests/support/egress.py runs it there in a child process). With `netns` (a
+/proc/PID/ns/net path) it binds inside that namespace while serving from this process, so
+a test still reads `seen`."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import os
 import socket
 import threading
 from collections.abc import Callable, Collection, Iterable
@@ -77,12 +81,17 @@ class StandIn:
         port: int = 0,
         http11: bool = False,
         methods: Collection[str] | None = None,
+        netns: str | None = None,
     ) -> None:
         self.answer = answer
         # Others get 501 unrecorded, as from a server that implements only these.
         self.methods = methods
         self.seen: list[Request] = []
-        self.httpd = _server(host, port, _handler(self, http11))
+        handler = _handler(self, http11)
+        if netns is None:
+            self.httpd = _server(host, port, handler)
+        else:
+            self.httpd = _server_in(netns, host, port, handler)
         self.host = host
         self.port: int = self.httpd.server_address[1]
         netloc = f"[{host}]" if ":" in host else host
@@ -119,6 +128,39 @@ def _server(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> Thre
         daemon_threads = True
 
     return Server((host, port), handler)
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def _server_in(
+    netns: str, host: str, port: int, handler: type[BaseHTTPRequestHandler]
+) -> ThreadingHTTPServer:
+    """The server, its socket made by a thread of its own that joined the network
+    namespace `netns`: the socket stays in that namespace and any thread may serve it
+    (setns moves the calling thread only; Python 3.11 has no os.setns)."""
+    made: list[ThreadingHTTPServer | BaseException] = []
+
+    def inside() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(netns, os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    errno = ctypes.get_errno()
+                    raise OSError(errno, f"setns {netns}: {os.strerror(errno)}")
+            finally:
+                os.close(fd)
+            made.append(_server(host, port, handler))
+        except BaseException as exc:  # raised again in the caller's thread
+            made.append(exc)
+
+    thread = threading.Thread(target=inside)
+    thread.start()
+    thread.join()
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    return made[0]
 
 
 def _handler(server: StandIn, http11: bool) -> type[BaseHTTPRequestHandler]:

@@ -83,6 +83,8 @@ class CeleryWorker:
     encryption_key: str
     concurrency: int = 2
     extra_env: dict[str, str] = field(default_factory=dict)
+    # A command the worker runs under (tests/support/egress.py: with_file_at).
+    prefix: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
     starts: int = 0
 
@@ -124,6 +126,7 @@ class CeleryWorker:
         log = open(self.log_path, "wb")  # noqa: SIM115 (kept open by the child)
         self.proc = subprocess.Popen(
             [
+                *self.prefix,
                 str(CELERY),
                 "-A",
                 "console",
