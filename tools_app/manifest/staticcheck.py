@@ -357,12 +357,16 @@ def integration_env(slugs: Iterable[str]) -> tuple[set[str], list[str]]:
             integration.custom_fields or integration.type_slug in types
         ):
             fields = fields_of(integration)
+            itype = types.get(integration.type_slug)
         elif slug in types:
-            fields = types[slug].fields
+            itype = types[slug]
+            fields = itype.fields
         else:
             unknown.append(slug)
             continue
         provided.update(field.env for field in fields if field.env)
+        if itype is not None and itype.oauth is not None:  # the access token's variable
+            provided.add(itype.oauth.env)
     return provided, unknown
 
 
