@@ -248,6 +248,19 @@ def _failure(exc: Exception) -> OAuthFailure:
     return OAuthFailure(f"the provider's answer could not be read ({type(exc).__name__})")
 
 
+def _connect_failed(integration: Integration, actor: Actor, exc: Exception) -> OAuthFailure:
+    """The failure in words, recorded in the audit log."""
+    failure = _failure(exc)
+    record(
+        actor,
+        "integration.oauth_connect_failed",
+        integration,
+        summary=f"connecting {integration.slug} failed: {failure}",
+        data={"error": failure.code},
+    )
+    return failure
+
+
 def _spec(integration: Integration) -> OAuthSpec:
     spec = spec_of(integration)
     if spec is None:
@@ -356,15 +369,7 @@ def complete(
         )
         account = _account(client, spec, ends, token)
     except Exception as exc:  # Authlib's and the adapter's errors: shown in words
-        failure = _failure(exc)
-        record(
-            actor,
-            "integration.oauth_connect_failed",
-            integration,
-            summary=f"connecting {integration.slug} failed: {failure}",
-            data={"error": failure.code},
-        )
-        raise failure from None
+        raise _connect_failed(integration, actor, exc) from None
     target = integration
     if account:
         twin = (
@@ -409,15 +414,7 @@ def connect_client_credentials(integration: Integration, *, actor: Actor) -> str
     try:
         token = client.fetch_token(ends.token, grant_type="client_credentials")
     except Exception as exc:
-        failure = _failure(exc)
-        record(
-            actor,
-            "integration.oauth_connect_failed",
-            integration,
-            summary=f"connecting {integration.slug} failed: {failure}",
-            data={"error": failure.code},
-        )
-        raise failure from None
+        raise _connect_failed(integration, actor, exc) from None
     reconnect = OAuthConnection.objects.filter(integration=integration).exists()
     _store(integration, spec, token, account="", user=actor.user, connected=True)
     record(
