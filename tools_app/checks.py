@@ -1,59 +1,11 @@
-"""System checks and the warnings the console shows as banners.
-
-Each area (vault, runner) adds its warnings to `console_warnings()` so pages and
-`manage.py check` report the same problems."""
+"""The console's system checks (`manage.py check`): the configuration warnings every area
+reports (tools_app/config_warnings.py) and the runner's host."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from django.core import checks
 
-
-class Level:
-    """How bad a console warning is: an error means something does not work now (tools
-    cannot run, secrets cannot be read); a warning means it works but needs an admin."""
-
-    WARNING = "warning"
-    ERROR = "error"
-
-
-@dataclass(frozen=True)
-class ConsoleWarning:
-    """One configuration problem. `text` is the whole sentence (System page, `manage.py
-    check`); `short` is a few words for the one-line banner, which links to the System
-    page's list of warnings for the rest."""
-
-    text: str
-    short: str
-    level: str = Level.WARNING
-
-    def __str__(self) -> str:
-        return self.text
-
-
-# Functions returning the warnings of one area (vault, runner, egress, ...).
-_WARNING_SOURCES: list[Callable[[], list[ConsoleWarning]]] = []
-
-
-def warning_source(
-    fn: Callable[[], list[ConsoleWarning]],
-) -> Callable[[], list[ConsoleWarning]]:
-    _WARNING_SOURCES.append(fn)
-    return fn
-
-
-def console_warnings() -> list[ConsoleWarning]:
-    """Every area's warnings, errors first (the banner shows the worst one)."""
-    warnings: list[ConsoleWarning] = []
-    for source in _WARNING_SOURCES:
-        try:
-            warnings.extend(source())
-        except Exception as exc:  # a broken check must not take pages down
-            text = f"{source.__name__} failed: {type(exc).__name__}"
-            warnings.append(ConsoleWarning(text, "A configuration check failed", Level.ERROR))
-    return sorted(warnings, key=lambda warning: warning.level != Level.ERROR)
+from tools_app.config_warnings import ConsoleWarning, Level, console_warnings, warning_source
 
 
 @checks.register()

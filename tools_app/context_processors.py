@@ -7,7 +7,7 @@ def console(request: HttpRequest) -> dict:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    from tools_app.checks import console_warnings
+    from tools_app.config_warnings import console_warnings
     from tools_app.ops.health import worker_alive
 
     is_admin = has_role(user, ADMIN)

@@ -75,10 +75,10 @@ def test_the_configuration_banner_is_one_line_for_admins_only(
 
 
 def test_the_banner_shows_errors_first_in_their_own_colour(console_admin_client, monkeypatch):
-    from tools_app import checks
+    from tools_app import config_warnings as cw
 
-    broken = checks.ConsoleWarning("The thing is broken.", "Thing broken", checks.Level.ERROR)
-    monkeypatch.setattr(checks, "_WARNING_SOURCES", [*checks._WARNING_SOURCES, lambda: [broken]])
+    broken = cw.ConsoleWarning("The thing is broken.", "Thing broken", cw.Level.ERROR)
+    monkeypatch.setattr(cw, "_WARNING_SOURCES", [*cw._WARNING_SOURCES, lambda: [broken]])
     page = console_admin_client.get("/tools/").content.decode()
     banner = page[page.index(BANNER) : page.index("</aside>")]
     assert 'class="banner config error"' in banner

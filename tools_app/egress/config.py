@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from tools_app.checks import ConsoleWarning, Level, warning_source
+from tools_app.config_warnings import ConsoleWarning, Level, warning_source
 from tools_app.egress import policy as egress_policy
 
 if TYPE_CHECKING:

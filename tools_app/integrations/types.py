@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from tools_app.checks import ConsoleWarning, Level, warning_source
+from tools_app.config_warnings import ConsoleWarning, Level, warning_source
 from tools_app.integrations.errors import UnknownType
 from tools_app.integrations.oauth_spec import OAuthSpec, check_oauth
 from tools_app.integrations.validation import (

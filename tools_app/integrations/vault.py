@@ -31,7 +31,7 @@ from django.core import checks
 from django.db import DatabaseError
 from django.views.decorators.debug import sensitive_variables
 
-from tools_app.checks import ConsoleWarning, Level, warning_source
+from tools_app.config_warnings import ConsoleWarning, Level, warning_source
 
 KEY_ID_LENGTH = 16
 # How many stored secrets the system check actually decrypts (the count by key_id covers

@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from tools_app import runner
 from tools_app.catalog import bundle, presets
-from tools_app.checks import ConsoleWarning, warning_source
+from tools_app.config_warnings import ConsoleWarning, warning_source
 from tools_app.egress import config as egress_config
 from tools_app.http_tools import execute as http_execute
 from tools_app.integrations import vault
