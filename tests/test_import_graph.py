@@ -1,8 +1,9 @@
 """No import loops between the project's modules (docs/development.md): every import counts,
 top-level or inside a function, because an import placed in a function only hides a loop
-until the day someone moves it. And the TOOL.md parser stays free of Django: it gets what it
-needs to know as an argument (tools_app/http_tools/context.py builds it), never from
-settings or the database."""
+until the day someone moves it. And the TOOL.md parser stays free of Django state, and no
+module of manifest/ or lib/ imports Django at all: what they need to know comes as an
+argument (tools_app/http_tools/context.py and tools_app/integrations/environment.py build
+it), never from settings or the database."""
 
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ PACKAGES = ("tools_app", "console")
 # Modules the parser must reach neither directly nor through other project modules.
 PURE = ("tools_app.manifest.toolmd", "tools_app.http_tools.checks")
 FORBIDDEN = ("django.conf", "tools_app.models", "tools_app.integrations")
+
+# Packages whose modules know nothing of Django, and what none of them may import: Django
+# itself, the settings (console/), the models and the layers built on them.
+DJANGO_FREE = ("tools_app.manifest", "tools_app.lib")
+DJANGO_STATE = (
+    "django",
+    "console",
+    "tools_app.models",
+    "tools_app.integrations",
+    "tools_app.egress",
+)
 
 
 def module_files() -> dict[str, Path]:
@@ -37,23 +49,27 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _walk(node: ast.AST):
-    """Every node of the tree, function bodies included, minus `if TYPE_CHECKING:` bodies."""
+def _walk(node: ast.AST, type_checking: bool = False):
+    """Every node of the tree, function bodies included, minus `if TYPE_CHECKING:` bodies
+    (unless `type_checking`)."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
+        if not type_checking and isinstance(child, ast.If) and _is_type_checking(child.test):
             yield from (n for stmt in child.orelse for n in [stmt, *_walk(stmt)])
             continue
         yield child
-        yield from _walk(child)
+        yield from _walk(child, type_checking)
 
 
-def imported_names(module: str, path: Path, modules: set[str]) -> set[str]:
+def imported_names(
+    module: str, path: Path, modules: set[str], type_checking: bool = False
+) -> set[str]:
     """Dotted names this module imports. `from a import b` imports the module `a.b` when there
     is one, else the name `b` of `a` (so `a` itself); a relative import is resolved against
-    the package."""
+    the package. With `type_checking`, what `if TYPE_CHECKING:` imports counts too."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: set[str] = set()
-    for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in _walk(tree, type_checking):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -192,6 +208,18 @@ def test_it_keeps_the_toolmd_parser_free_of_django_state(module):
     assert not bad, f"{module} reaches Django state:\n" + "\n".join(bad)
 
 
+@pytest.mark.parametrize(
+    "module", [m for m in module_files() if any(_within(m, p) for p in DJANGO_FREE)]
+)
+def test_it_keeps_manifest_and_lib_free_of_django(module):
+    # The module's own imports, in functions and under `if TYPE_CHECKING:` too (a model in
+    # a signature is knowledge of the database all the same).
+    files = module_files()
+    names = imported_names(module, files[module], set(files), type_checking=True)
+    bad = sorted(n for n in names if any(_within(n, package) for package in DJANGO_STATE))
+    assert not bad, f"{module} imports Django, settings or the database: {', '.join(bad)}"
+
+
 def test_it_sees_imports_inside_functions_and_relative_ones(tmp_path):
     package = tmp_path / "pkg"
     package.mkdir()
@@ -204,6 +232,8 @@ def test_it_sees_imports_inside_functions_and_relative_ones(tmp_path):
     (package / "b.py").write_text("class K:\n    def m(self):\n        from .a import f\n")
     modules = {"pkg", "pkg.a", "pkg.b", "pkg.c"}
     assert imported_names("pkg.a", package / "a.py", modules) == {"typing", "pkg.b"}
+    strict = imported_names("pkg.a", package / "a.py", modules, type_checking=True)
+    assert strict == {"typing", "pkg.b", "pkg.c"}
     assert imported_names("pkg.b", package / "b.py", modules) == {"pkg.a"}
     edges = {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": set()}
     assert cycles(edges) == [["pkg.a", "pkg.b", "pkg.a"]]

@@ -67,10 +67,16 @@ def test_it_has_one_pattern_for_integration_slugs():
         ("reap_dead_runs", "runs/reaper.py"),
         ("open_artifact", "runs/artifacts.py"),
         ("manifest_of", "runs/setup.py"),
+        ("IntegrationEnv", "manifest/staticcheck.py"),
+        ("integration_env", "integrations/environment.py"),
+        ("check_tools", "checks.py"),
+        ("ConsoleWarning", "config_warnings.py"),
+        ("warning_source", "config_warnings.py"),
     ],
 )
 def test_it_defines_each_part_of_a_split_module_in_its_module(name, home):
-    """The split modules (toolmd.py, openapi/plan.py, runs/execute.py): one home per part."""
+    """The split modules (toolmd.py, openapi/plan.py, runs/execute.py, staticcheck.py and
+    checks.py): one home per part."""
     assert definitions(name) == [home]
 
 

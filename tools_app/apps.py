@@ -9,5 +9,4 @@ class ToolsAppConfig(AppConfig):
         # Imported for what importing them does: system checks, then signal receivers.
         from tools_app import checks, signals  # noqa: F401
         from tools_app.integrations import vault  # noqa: F401
-        from tools_app.manifest import staticcheck  # noqa: F401
         from tools_app.runs import execute  # noqa: F401

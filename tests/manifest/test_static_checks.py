@@ -6,13 +6,16 @@ import io
 import subprocess
 
 import pytest
-from django.core import checks
+from django.core import checks as django_checks
 from django.core.management import call_command
 
 from tests.support import REPO, console_env, manage, tool_files
+from tools_app import checks
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
+from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
+from tools_app.integrations.environment import integration_env
 from tools_app.lib import strictyaml
 from tools_app.manifest import languages, staticcheck, toolmd
 from tools_app.models import Integration
@@ -28,7 +31,8 @@ def _warnings(language: str, source: str, **kw) -> list[strictyaml.Problem]:
     files = tool_files("alpha", language, source=source, **kw)
     result = toolmd.validate_files(files, "alpha", context=validation_context())
     assert result.ok, result.problems
-    problems = staticcheck.check_tool("alpha", files, result.manifest)
+    env = integration_env(result.manifest.integrations)
+    problems = staticcheck.check_tool("alpha", files, result.manifest, env=env)
     assert all(p.severity == "warning" for p in problems)
     return problems
 
@@ -85,6 +89,25 @@ def test_an_unknown_integration_is_reported_instead_of_guessing(db):
     problems = _warnings("python", "import os\nos.environ['X_KEY']\n", integrations=["nowhere"])
     assert _keys(problems) == [("integrations", 1)]
     assert "'nowhere' is not a known integration type" in problems[0].message
+
+
+def test_it_takes_what_the_integrations_provide_as_an_argument():
+    # No database: the variables and the unknown slugs come in an IntegrationEnv.
+    files = tool_files(
+        "alpha",
+        "python",
+        source="import os\nos.environ['X_KEY']\n",
+        body=FULL_BODY,
+        integrations=["crm"],
+    )
+    manifest = toolmd.validate_files(files, "alpha", context=ValidationContext()).manifest
+
+    def check(env: staticcheck.IntegrationEnv) -> list[tuple[str, int]]:
+        return _keys(staticcheck.check_tool("alpha", files, manifest, env=env))
+
+    assert check(staticcheck.IntegrationEnv(provided=frozenset({"X_KEY"}))) == []
+    assert check(staticcheck.NO_INTEGRATIONS) == [("env", 2)]
+    assert check(staticcheck.IntegrationEnv(unknown=("crm",))) == [("integrations", 1)]
 
 
 def test_runtime_variables_inputs_locals_and_comments_are_not_reported(db):
@@ -186,7 +209,10 @@ def test_the_seed_tools_pass_every_static_check(db):
     for folder in sorted((REPO / "seed" / "tools").iterdir()):
         files = bundle.read_tool_dir(folder)
         result = toolmd.validate_files(files, str(folder), context=validation_context())
-        assert staticcheck.check_tool(folder.name, files, result.manifest) == [], folder.name
+        env = integration_env(result.manifest.integrations)
+        assert staticcheck.check_tool(folder.name, files, result.manifest, env=env) == [], (
+            folder.name
+        )
 
 
 # --- Where the warnings show --------------------------------------------------------------
@@ -204,7 +230,7 @@ def test_the_editor_shows_the_warnings_of_the_saved_version(developer_client, db
 
 
 def test_check_tag_tools_reports_every_latest_version(db):
-    assert checks.tag_exists("tools")
+    assert django_checks.tag_exists("tools")
     save_version("alpha", tool_files("alpha", body=FULL_BODY), actor=Actor.system())
     save_version(
         "alpha",
@@ -213,7 +239,7 @@ def test_check_tag_tools_reports_every_latest_version(db):
     )
     save_version("beta", tool_files("beta", body="# Beta\n"), actor=Actor.system())
 
-    messages = staticcheck.check_tools()
+    messages = checks.check_tools()
 
     assert [(m.id, m.obj.name) for m in messages] == [
         ("tools_app.W102", "alpha"),

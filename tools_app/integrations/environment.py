@@ -1,5 +1,6 @@
 """The runner's environment: the declared integrations' variables, the secrets to
-redact, and the preview pages show (variable names, never values)."""
+redact, the preview pages show (variable names, never values), and the names the static
+checks are told of (`integration_env`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import DatabaseError
 from django.views.decorators.debug import sensitive_variables
 
 from tools_app.integrations import oauth, vault
 from tools_app.integrations.errors import IntegrationUnavailable
 from tools_app.integrations.fields import fields_of
 from tools_app.integrations.paths import bindable
+from tools_app.integrations.types import integration_types
+from tools_app.manifest.staticcheck import NO_INTEGRATIONS, IntegrationEnv
 from tools_app.models import Integration, Tool
 
 
@@ -202,3 +206,37 @@ def readable_paths_for(slugs: Iterable[str], notices: list[str] | None = None) -
                 source = f"integration {integration.slug!r} field {spec.name!r}:"
                 paths += bindable([Path(value)], notices, source=source)
     return paths
+
+
+def integration_env(slugs: Iterable[str]) -> IntegrationEnv:
+    """What the static checks need to know of the integrations `slugs`: the environment
+    variable names they provide, and the slugs whose variables are unknown (no integration
+    with that slug in the console, and no integration type of that name in
+    seed/integrations, which an integration's slug defaults to)."""
+    slugs = list(dict.fromkeys(slugs))
+    if not slugs:
+        return NO_INTEGRATIONS
+    types = integration_types()
+    try:
+        configured = {i.slug: i for i in Integration.objects.filter(slug__in=slugs)}
+    except DatabaseError:  # tables not migrated yet (a check run before migrate)
+        configured = {}
+    provided: set[str] = set()
+    unknown: list[str] = []
+    for slug in slugs:
+        integration = configured.get(slug)
+        if integration is not None and (
+            integration.custom_fields or integration.type_slug in types
+        ):
+            fields = fields_of(integration)
+            itype = types.get(integration.type_slug)
+        elif slug in types:
+            itype = types[slug]
+            fields = itype.fields
+        else:
+            unknown.append(slug)
+            continue
+        provided.update(field.env for field in fields if field.env)
+        if itype is not None and itype.oauth is not None:  # the access token's variable
+            provided.add(itype.oauth.env)
+    return IntegrationEnv(frozenset(provided), tuple(unknown))

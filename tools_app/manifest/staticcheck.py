@@ -10,25 +10,21 @@
 
 These are text heuristics (regular expressions over code with comments blanked), tuned to
 avoid false alarms rather than to catch everything. They run on every save and live in the
-editor, and `python manage.py check --tag tools` runs them over every tool's latest
-version."""
+editor, and `python manage.py check --tag tools` (tools_app/checks.py) runs them over every
+tool's latest version.
+
+Like the TOOL.md parser, they read no settings and no database: which variables the declared
+integrations provide comes in as an `IntegrationEnv`, which
+tools_app/integrations/environment.py builds."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from django.core import checks
-from django.db import DatabaseError
-from django.db.models import F
 
 from tools_app.lib.strictyaml import WARNING, Problem
-from tools_app.manifest.toolmd import Manifest, parse_toolmd
-
-if TYPE_CHECKING:
-    from tools_app.models import ToolVersion
+from tools_app.manifest.toolmd import Manifest
 
 # What the seed tools' bodies have (`## Authentication` ...). A heading counts when it
 # starts with the word: "## Error handling" is the Errors section.
@@ -187,12 +183,28 @@ class Source:
     code: str  # comments and string contents blanked (bash: single-quoted strings only)
 
 
-def check_tool(name: str, files: Mapping[str, bytes], manifest: Manifest) -> list[Problem]:
-    """Every static-check warning for one valid tool (its manifest already parsed)."""
+@dataclass(frozen=True)
+class IntegrationEnv:
+    """What the console knows of a tool's declared integrations: the environment variables
+    they provide, and the slugs whose variables are unknown (in declaration order)."""
+
+    provided: frozenset[str] = frozenset()
+    unknown: tuple[str, ...] = ()
+
+
+# A tool that declares no integration: nothing to look up.
+NO_INTEGRATIONS = IntegrationEnv()
+
+
+def check_tool(
+    name: str, files: Mapping[str, bytes], manifest: Manifest, *, env: IntegrationEnv
+) -> list[Problem]:
+    """Every static-check warning for one valid tool (its manifest already parsed); `env`
+    describes the integrations the manifest declares."""
     sources = list(_sources(files, manifest.language))
     toolmd_path = f"{name}/TOOL.md"
     problems: list[Problem] = []
-    problems += _env_problems(name, sources, manifest, toolmd_path)
+    problems += _env_problems(name, sources, manifest, toolmd_path, env)
     if not manifest.network:
         problems += _network_problems(name, sources)
     problems += _unread_inputs(sources, manifest, toolmd_path, files)
@@ -295,9 +307,9 @@ def _bash_assigned(code: str) -> set[str]:
 
 
 def _env_problems(
-    name: str, sources: list[Source], manifest: Manifest, toolmd_path: str
+    name: str, sources: list[Source], manifest: Manifest, toolmd_path: str, env: IntegrationEnv
 ) -> list[Problem]:
-    provided, unknown = integration_env(manifest.integrations)
+    provided, unknown = env.provided, env.unknown
     problems = [
         Problem(
             toolmd_path,
@@ -329,45 +341,6 @@ def _env_problems(
                 )
             problems.append(Problem(f"{name}/{source.path}", line, "env", message, WARNING))
     return problems
-
-
-def integration_env(slugs: Iterable[str]) -> tuple[set[str], list[str]]:
-    """The environment variable names the integrations `slugs` provide, and the slugs
-    whose variables are unknown (no integration with that slug in the console, and no
-    integration type of that name in seed/integrations, which an integration's slug
-    defaults to)."""
-    # These import models: not at module level.
-    from tools_app.integrations.fields import fields_of
-    from tools_app.integrations.types import integration_types
-    from tools_app.models import Integration
-
-    slugs = list(dict.fromkeys(slugs))
-    if not slugs:
-        return set(), []
-    types = integration_types()
-    try:
-        configured = {i.slug: i for i in Integration.objects.filter(slug__in=slugs)}
-    except DatabaseError:  # tables not migrated yet (a check run before migrate)
-        configured = {}
-    provided: set[str] = set()
-    unknown: list[str] = []
-    for slug in slugs:
-        integration = configured.get(slug)
-        if integration is not None and (
-            integration.custom_fields or integration.type_slug in types
-        ):
-            fields = fields_of(integration)
-            itype = types.get(integration.type_slug)
-        elif slug in types:
-            itype = types[slug]
-            fields = itype.fields
-        else:
-            unknown.append(slug)
-            continue
-        provided.update(field.env for field in fields if field.env)
-        if itype is not None and itype.oauth is not None:  # the access token's variable
-            provided.add(itype.oauth.env)
-    return provided, unknown
 
 
 # --- Network ------------------------------------------------------------------------------
@@ -495,46 +468,4 @@ def _missing_sections(
             f"(seed tools document {', '.join(SECTIONS)})",
             WARNING,
         )
-    ]
-
-
-# --- `manage.py check --tag tools` ----------------------------------------------------------
-
-CHECK_IDS = {
-    "env": "tools_app.W101",
-    "network": "tools_app.W102",
-    "body": "tools_app.W104",
-    "integrations": "tools_app.W105",
-}
-
-
-def check_id(problem: Problem) -> str:
-    if problem.key.startswith("inputs."):
-        return "tools_app.W103"
-    return CHECK_IDS.get(problem.key, "tools_app.W100")
-
-
-def check_version(version: ToolVersion) -> list[Problem]:
-    """The warnings for a stored version (shown on the editor page after a save)."""
-    parsed = parse_toolmd(version.toolmd)
-    manifest = parsed.manifest or Manifest.from_dict(version.manifest)
-    return check_tool(version.tool.name, version.file_bytes(), manifest)
-
-
-@checks.register("tools")
-def check_tools(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    """Static checks over every tool's latest version (`manage.py check --tag tools`)."""
-    from tools_app.models import ToolVersion
-
-    latest = ToolVersion.objects.filter(number=F("tool__latest_number")).select_related("tool")
-    try:
-        versions = list(latest.order_by("tool__name"))
-    except DatabaseError:  # not migrated yet: nothing to check
-        return []
-    return [
-        checks.Warning(
-            str(problem), hint=f"version {version.number}", obj=version.tool, id=check_id(problem)
-        )
-        for version in versions
-        for problem in check_version(version)
     ]

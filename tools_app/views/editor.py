@@ -30,6 +30,7 @@ from tools_app.catalog.versions import (
     set_enabled,
     unpublish,
 )
+from tools_app.checks import check_version
 from tools_app.forms.editor import (
     BaseVersionForm,
     DiffForm,
@@ -42,6 +43,7 @@ from tools_app.forms.editor import (
 )
 from tools_app.forms.runs import RunForm
 from tools_app.http_tools.context import validation_context
+from tools_app.integrations.environment import integration_env
 from tools_app.integrations.policy import secret_access
 from tools_app.lib import strictyaml
 from tools_app.manifest import limits as manifest_limits
@@ -112,7 +114,7 @@ def tool_edit(request: HttpRequest, name: str) -> HttpResponse:
     form = ToolEditForm(initial={**form_initial, "base": latest.number}, can_publish=can_publish)
     formset = ToolFileFormSet(initial=file_rows, prefix=FILES_PREFIX)
     # What was saved last: its static-check warnings (never blocking).
-    problems = staticcheck.check_version(latest)
+    problems = check_version(latest)
     return _editor(request, tool, latest, form, formset, problems)
 
 
@@ -383,7 +385,8 @@ def _all_problems(name: str, files: Mapping[str, bytes]) -> list[strictyaml.Prob
     result = toolmd.validate_files(files, f"{name}/TOOL.md", context=validation_context())
     problems = list(result.problems)
     if result.manifest is not None:
-        problems += staticcheck.check_tool(name, files, result.manifest)
+        env = integration_env(result.manifest.integrations)
+        problems += staticcheck.check_tool(name, files, result.manifest, env=env)
     return problems
 
 
