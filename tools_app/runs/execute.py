@@ -45,7 +45,7 @@ from tools_app.models import Run, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunStatus
 from tools_app.models.tools import Language, decode_files
 from tools_app.runner import privilege, standby, teardown, tsstrip
-from tools_app.runs import progress
+from tools_app.runs import progress, replay
 from tools_app.runs.artifacts import keep_artifacts
 from tools_app.runs.setup import (
     RunSetupError,
@@ -125,10 +125,20 @@ def execute_run(
         # After the runner's own teardown of the run (same queue, in order), off the
         # worker's way to its next run.
         teardown.submit(partial(shutil.rmtree, work_dir(run), ignore_errors=True))
+    after_finish(run.pk)
     if not reload:
         return None
     run.refresh_from_db()
     return run
+
+
+def after_finish(run_id) -> None:
+    """A case's run finished: evaluate it now (runs/replay.py), so its check completes,
+    and a publish gate publishes, with no page open. Never fails the run."""
+    try:
+        replay.refresh_for_run(run_id)
+    except Exception:
+        logger.exception("run %s: its case check could not be refreshed", run_id)
 
 
 def warm_strip_cache() -> int:
@@ -174,7 +184,12 @@ def _execute(
     # to runs already queued. Withheld integrations give no variables and no paths.
     access = secret_access(run.version, manifest.integrations, user=run.user, via=run.via)
     notices = access.notices()
-    env, secrets = integration_environment(access.granted)
+    # A case replayed offline (http tools only) reads no integration: nothing is sent, and
+    # an OAuth token's refresh would be a request.
+    offline = bool(run.replay_sample)
+    if offline and manifest.kind != "http":
+        raise RunSetupError("offline replay from a sample is for kind: http tools only")
+    env, secrets = ({}, {}) if offline else integration_environment(access.granted)
     for name, value in secret_params.items():
         spec = manifest.inputs.get(name)
         if isinstance(value, str) and (spec is None or spec.sensitive):
@@ -208,7 +223,10 @@ def _execute(
         def policy(slugs: tuple[str, ...] | list[str]):
             return tool_policy(slugs, run.egress_allows)
 
-        perform = http_execute.performer(run, manifest, params, access, secrets, policy)
+        if offline:
+            perform = http_execute.sample_performer(run, manifest, secrets)
+        else:
+            perform = http_execute.performer(run, manifest, params, access, secrets, policy)
         supervisor = Supervisor(run, None, on_progress, perform=perform)
         outcome = supervisor.run()
         _finish(run, outcome, [*notices, *supervisor.notices])
