@@ -53,9 +53,7 @@ def test_passing_cases_publish_when_the_worker_finishes_them(worker, console_adm
 
 
 @pytest.mark.django_db
-def test_a_broken_draft_is_blocked_and_an_admin_overrides_with_a_reason(
-    developer, console_admin
-):
+def test_a_broken_draft_is_blocked_and_an_admin_overrides_with_a_reason(developer, console_admin):
     save(greet_files(), publish=True)
     draft = save(greet_files(source=BROKEN_TS))
     request = gate.request_publish(draft, actor=Actor(user=console_admin), via=RunVia.BROWSER)

@@ -265,13 +265,21 @@ def _publish_passed(check: CaseCheck) -> None:
 
 
 def refresh_for_run(run_id) -> CaseCheck | None:
-    """After a run finished: refresh the check it is a case of, if any (one query when it
-    is none)."""
+    """After a run finished (the worker, the reaper, a cancel): refresh the check it is a
+    case of, if any; one query when it is none. Never raises: the run's own end matters
+    more, and the next refresh (a page, wait()) catches up."""
     check_id = CaseRun.objects.filter(run_id=run_id).values_list("case_check_id", flat=True).first()
-    if check_id is None:
+    return None if check_id is None else refresh_check(check_id)
+
+
+def refresh_check(check_id) -> CaseCheck | None:
+    """refresh() the check `check_id`, never raising (see refresh_for_run)."""
+    try:
+        check = CaseCheck.objects.filter(pk=check_id).first()
+        return refresh(check) if check is not None else None
+    except Exception:
+        logger.exception("check %s could not be refreshed", check_id)
         return None
-    check = CaseCheck.objects.filter(pk=check_id).first()
-    return refresh(check) if check is not None else None
 
 
 def wait(check: CaseCheck, timeout: float) -> CaseCheck:
