@@ -34,6 +34,7 @@ from tools_app.lib import strictyaml
 from tools_app.manifest import input_files
 from tools_app.models import CaseCheck, CaseRun, Run, ToolVersion
 from tools_app.models.cases import CaseOutcome, CheckStatus
+from tools_app.models.runs import FINISHED
 from tools_app.runs import start
 from tools_app.runs.setup import manifest_of
 
@@ -196,7 +197,7 @@ def refresh(check: CaseCheck) -> CaseCheck:
     and publish when every case passed and a publish was asked for. Idempotent: the check
     is locked while it is updated, so the worker finishing two runs at once and a page
     polling all agree."""
-    if check.status != CheckStatus.RUNNING:
+    if check.status != CheckStatus.RUNNING or not _has_news(check):
         return check
     with transaction.atomic():
         # The check's row only (PostgreSQL would lock the joined tool and version too).
@@ -237,6 +238,15 @@ def refresh(check: CaseCheck) -> CaseCheck:
         if check.status == CheckStatus.PASSED and check.publish_requested and not check.published:
             _publish_passed(check)
     return check
+
+
+def _has_news(check: CaseCheck) -> bool:
+    """Whether refresh() has anything to do: a pending case whose run ended (or is gone),
+    or none pending at all. One read, no lock: a page polling a long check, and wait(),
+    take no write lock while nothing happens."""
+    pending = CaseRun.objects.filter(case_check_id=check.pk, outcome=CaseOutcome.PENDING)
+    statuses = list(pending.values_list("run__status", flat=True))
+    return not statuses or any(s is None or s in FINISHED for s in statuses)
 
 
 def _status(check: CaseCheck) -> CheckStatus:
