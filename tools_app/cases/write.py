@@ -32,8 +32,15 @@ class _Dumper(yaml.SafeDumper):
         return super().increase_indent(flow, False)
 
 
+# Line breaks YAML reads as such in plain and block text: only double quotes keep them.
+_ODD_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
+
+
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value.rstrip("\n") else None
+    if any(c in value for c in _ODD_BREAKS):
+        style: str | None = '"'
+    else:
+        style = "|" if "\n" in value.rstrip("\n") else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
