@@ -20,6 +20,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -192,52 +193,65 @@ def _case_named(version: ToolVersion, name: str) -> Case | None:
     return None
 
 
-def refresh(check: CaseCheck) -> CaseCheck:
+def refresh(check: CaseCheck, *, news: bool = False) -> CaseCheck:
     """Evaluate the check's finished runs not evaluated yet, update its counts and status,
     and publish when every case passed and a publish was asked for. Idempotent: the check
     is locked while it is updated, so the worker finishing two runs at once and a page
-    polling all agree."""
-    if check.status != CheckStatus.RUNNING or not _has_news(check):
+    polling all agree. `news`: the caller knows a run of it ended (the worker), so the
+    lock-free look for news is skipped."""
+    if check.status != CheckStatus.RUNNING or not (news or _has_news(check)):
         return check
     with transaction.atomic():
-        # The check's row only (PostgreSQL would lock the joined tool and version too).
-        check = CaseCheck.objects.select_for_update().get(pk=check.pk)
+        # The check's row only (PostgreSQL would lock the joined tool and version too),
+        # with its version's hash: the parsed cases are kept per version and hash, so the
+        # version's files are read only the first time.
+        check = (
+            CaseCheck.objects.select_for_update(of=("self",))
+            .select_related("version")
+            .only(*CHECK_FIELDS, "version__id", "version__sha256", "version__tool_id")
+            .get(pk=check.pk)
+        )
         if check.status != CheckStatus.RUNNING:
             return check
-        pending = list(
-            check.case_runs.filter(outcome=CaseOutcome.PENDING, run__isnull=False)
+        ended = Q(run__isnull=True) | Q(run__status__in=FINISHED)
+        pending = (
+            check.case_runs.filter(ended, outcome=CaseOutcome.PENDING)
             .select_related("run")
             .prefetch_related("run__artifacts")
         )
         for case_run in pending:
-            if not case_run.run.is_finished:
-                continue
             case = _case_named(check.version, case_run.name)
-            if case is None:  # (cases.yaml is part of the version: it cannot change)
+            if case_run.run is None:  # deleted: it can never finish
+                case_run.outcome, case_run.message = CaseOutcome.ERROR, "its run was deleted"
+            elif case is None:  # (cases.yaml is part of the version: it cannot change)
                 case_run.outcome, case_run.message = CaseOutcome.ERROR, "the case is gone"
             else:
                 result = evaluate(case, outcome_of(case_run.run))
                 case_run.outcome = CaseOutcome(str(result.verdict))
                 case_run.checks = [c.to_json() for c in result.checks]
             case_run.save(update_fields=["outcome", "checks", "message"])
-        # A case whose run was deleted can never finish.
-        check.case_runs.filter(outcome=CaseOutcome.PENDING, run__isnull=True).update(
-            outcome=CaseOutcome.ERROR, message="its run was deleted"
+        counts = check.case_runs.aggregate(
+            total=Count("pk"),
+            **{o: Count("pk", filter=Q(outcome=o)) for o in CaseOutcome.values},
         )
-        counts = dict.fromkeys(CaseOutcome.values, 0)
-        for outcome in check.case_runs.values_list("outcome", flat=True):
-            counts[outcome] += 1
         check.passed = counts[CaseOutcome.PASSED]
         check.failed = counts[CaseOutcome.FAILED]
         check.errored = counts[CaseOutcome.ERROR]
-        check.total = sum(counts.values())
+        check.total = counts["total"]
         if counts[CaseOutcome.PENDING] == 0:
             check.status = _status(check)
             check.finished_at = timezone.now()
-        check.save()
+        check.save(update_fields=["passed", "failed", "errored", "total", "status", "finished_at"])
         if check.status == CheckStatus.PASSED and check.publish_requested and not check.published:
             _publish_passed(check)
     return check
+
+
+CHECK_FIELDS = (
+    "id", "tool_id", "version_id", "user_id", "token_id", "via", "status", "total", "passed",
+    "failed", "errored", "publish_requested", "published", "override_reason", "override_by_id",
+    "created_at", "finished_at",
+)  # fmt: skip
 
 
 def _has_news(check: CaseCheck) -> bool:
@@ -285,8 +299,8 @@ def refresh_for_run(run_id) -> CaseCheck | None:
 def refresh_check(check_id) -> CaseCheck | None:
     """refresh() the check `check_id`, never raising (see refresh_for_run)."""
     try:
-        check = CaseCheck.objects.filter(pk=check_id).first()
-        return refresh(check) if check is not None else None
+        check = CaseCheck.objects.filter(pk=check_id).only("id", "status").first()
+        return refresh(check, news=True) if check is not None else None
     except Exception:
         logger.exception("check %s could not be refreshed", check_id)
         return None
