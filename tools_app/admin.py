@@ -32,6 +32,8 @@ from tools_app.lib import nesting
 from tools_app.models import (
     AgentToken,
     AuditEvent,
+    CaseCheck,
+    CaseRun,
     EgressException,
     Integration,
     IntegrationSecret,
@@ -529,6 +531,64 @@ class RunArtifactAdmin(ReadOnlyAdmin):
     list_display = ("run", "name", "size")
     list_select_related = ("run",)
     search_fields = ("name",)
+
+
+# --- Cases ---------------------------------------------------------------------------
+# Checks are started and overridden in the console (runs/replay.py, runs/gate.py), which
+# audit them. The cases' sealed inputs live in the version's cases.yaml, never here.
+
+
+class CaseRunInline(ReadOnlyInline):
+    model = CaseRun
+    fields = ("position", "name", "outcome", "run", "message")
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(CaseCheck)
+class CaseCheckAdmin(ReadOnlyAdmin):
+    list_display = ("id", "tool", "version", "status", "total", "passed", "failed", "created_at")
+    list_filter = ("status", "via", "published", ("created_at", admin.DateFieldListFilter))
+    search_fields = ("tool__name", "id")
+    list_select_related = ("tool", "version", "user")
+    fields = (
+        "tool",
+        "version",
+        "status",
+        "via",
+        "user",
+        "token",
+        "total",
+        "passed",
+        "failed",
+        "errored",
+        "publish_requested",
+        "published",
+        "override_reason",
+        "override_by",
+        "created_at",
+        "finished_at",
+    )
+    inlines = [CaseRunInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The version's number, not its files.
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("tool", "version")
+            .defer("version__files", "version__toolmd", "version__manifest")
+        )
+
+
+@admin.register(CaseRun)
+class CaseRunAdmin(SafeJsonAdmin, ReadOnlyAdmin):
+    list_display = ("case_check", "position", "name", "outcome", "run")
+    list_filter = ("outcome",)
+    list_select_related = ("case_check", "run")
+    search_fields = ("name",)
+    json_fields = ("checks",)
+    checks_shown = json_display("checks")
 
 
 @admin.register(WorkerHeartbeat)

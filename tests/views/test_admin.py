@@ -21,6 +21,8 @@ from tools_app.audit import Actor, record
 from tools_app.models import (
     AgentToken,
     AuditEvent,
+    CaseCheck,
+    CaseRun,
     EgressException,
     Integration,
     IntegrationSecret,
@@ -95,6 +97,10 @@ def one_of_everything(make_tool, superuser):
         name="celery@host", pid=42, started_at=timezone.now(), seen_at=timezone.now()
     )
     EgressException.objects.create(entry="127.0.0.1:8888", note="searxng", created_by=superuser)
+    check = CaseCheck.objects.create(
+        tool=tool, version=tool.published_version, user=superuser, via="browser", total=1
+    )
+    CaseRun.objects.create(case_check=check, position=0, name="fetches_example", run=run)
     return {"tool": tool, "token": token, "raw_token": raw, "run": run}
 
 
@@ -138,6 +144,8 @@ SEARCHED_BY: dict[type, tuple[str, ...]] = {
     AgentToken: ("name", "prefix"),
     Run: ("tool__name", "id"),
     RunArtifact: ("name",),
+    CaseCheck: ("tool__name", "id"),
+    CaseRun: ("name",),
     WorkerHeartbeat: ("name",),
     User: ("username", "email"),
     Group: ("name",),

@@ -1,4 +1,5 @@
 from tools_app.models.audit import AuditEvent
+from tools_app.models.cases import CaseCheck, CaseRun
 from tools_app.models.egress import EgressException
 from tools_app.models.integrations import Integration, IntegrationSecret
 from tools_app.models.oauth import OAuthConnection, OAuthState
@@ -11,6 +12,8 @@ from tools_app.models.workers import WorkerHeartbeat
 __all__ = [
     "AgentToken",
     "AuditEvent",
+    "CaseCheck",
+    "CaseRun",
     "EgressException",
     "Integration",
     "IntegrationSecret",

@@ -101,6 +101,9 @@ class Run(models.Model):
     # Wall-time limit in seconds when the caller lowered or raised the tool's own
     # (`run_tool --timeout`); null means the manifest's `timeout`.
     timeout = models.FloatField(null=True, blank=True)
+    # An http tool's case replayed offline (docs/cases.md `sample:`): the console answers
+    # from the version's samples/<name>.json instead of the network; empty: a real run.
+    replay_sample = models.CharField(max_length=64, blank=True, default="")
     # How long the tool process ran, as the runner measured it.
     duration = models.FloatField(null=True, blank=True)
     # The latest valid progress the tool sent (tools_app/runs/progress.py), so the run page and

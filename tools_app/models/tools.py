@@ -150,6 +150,8 @@ class ToolVersion(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    # An admin published it although its cases failed (runs/gate.py override): pages mark it.
+    published_with_failing_cases = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["tool", "-number"]
