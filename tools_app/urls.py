@@ -56,9 +56,7 @@ urlpatterns = [
     path("tools/<str:name>/inputs/", tools.tool_inputs, name="tool_inputs"),
     path("tools/<str:name>/source/", tools.tool_source, name="tool_source"),
     path("tools/<str:name>/registry/", tools.tool_registry, name="tool_registry"),
-    path(
-        "tools/<str:name>/versions/<int:number>/cases/", cases.tool_cases, name="tool_cases"
-    ),
+    path("tools/<str:name>/versions/<int:number>/cases/", cases.tool_cases, name="tool_cases"),
     # Documentation (tools_app/views/docs.py, docs/*.md)
     path("docs/", docs.docs_index, name="docs"),
     path("docs/<slug:page>/", docs.docs_page, name="docs_page"),

@@ -92,7 +92,7 @@ class SaveCaseForm(forms.Form):
         self.fields["proposed"].choices = [
             (str(i), shown_yaml(item)) for i, item in enumerate(proposals)
         ]
-        for name, (spec, required) in sensitive.items():
+        for name, (_spec, required) in sensitive.items():
             self.fields[SECRET_PREFIX + name] = forms.CharField(
                 label=f"{name} (sensitive)",
                 required=required,

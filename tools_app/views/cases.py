@@ -59,9 +59,7 @@ def run_save_case(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     manifest = setup.manifest_of(run.version)
     latest_cases = document.cases_of(latest.file_bytes(), setup.manifest_of(latest))
     sensitive = {
-        name: (spec, name in run.params)
-        for name, spec in manifest.inputs.items()
-        if spec.sensitive
+        name: (spec, name in run.params) for name, spec in manifest.inputs.items() if spec.sensitive
     }
     proposals = propose.propose(replay.outcome_of(run))
     kwargs = {
@@ -306,7 +304,9 @@ def check_accept(request: HttpRequest, check_id: uuid.UUID, position: int) -> Ht
     """ "Accept the new output": the case's expectations take what its run gave, in a new
     draft version."""
     check = _check_or_404(check_id)
-    case_run = get_object_or_404(CaseRun.objects.select_related("run"), check=check, position=position)
+    case_run = get_object_or_404(
+        CaseRun.objects.select_related("run"), case_check=check, position=position
+    )
     if not _may_read(request, check):
         raise PermissionDenied(
             "Only the person who started this check, or an admin, may accept its output."
@@ -329,7 +329,7 @@ def check_accept(request: HttpRequest, check_id: uuid.UUID, position: int) -> Ht
         messages.success(
             request,
             format_html(
-                'Accepted the new output of case {}: saved as draft version {} of {}. '
+                "Accepted the new output of case {}: saved as draft version {} of {}. "
                 '<a href="{}">See its cases</a>.',
                 case_run.name,
                 version.number,
@@ -378,4 +378,3 @@ def _version_or_404(tool: Tool, number: int) -> ToolVersion:
     if not 1 <= number <= manifest_limits.MAX_VERSION:
         raise Http404("No such version.")
     return get_object_or_404(ToolVersion, tool=tool, number=number)
-

@@ -28,6 +28,7 @@ PAGES = {
     "tool-format": ("The tool format", "tool-format.md"),
     "http-tools": ("HTTP tools", "http-tools.md"),
     "runs": ("Runs, limits and the sandbox", "runs.md"),
+    "cases": ("Test cases", "cases.md"),
     "security": ("Security", "security.md"),
     "egress": ("Network egress", "egress.md"),
     "integrations": ("Integrations and secrets", "integrations.md"),

@@ -665,9 +665,7 @@ def _request_publish(request: HttpRequest, version: ToolVersion, back: str) -> H
     else once its cases pass (to the check's page, which follows them)."""
     tool = version.tool
     try:
-        asked = gate.request_publish(
-            version, actor=Actor.from_request(request), via=RunVia.BROWSER
-        )
+        asked = gate.request_publish(version, actor=Actor.from_request(request), via=RunVia.BROWSER)
     except InvalidTool as exc:
         problems = "; ".join(str(p) for p in exc.problems[:5])
         messages.error(request, f"Version {version.number} cannot be published: {problems}")
@@ -675,13 +673,14 @@ def _request_publish(request: HttpRequest, version: ToolVersion, back: str) -> H
     if asked.published:
         tool.refresh_from_db(fields=["enabled"])
         note = "" if tool.enabled else " The tool is disabled: enable it to serve it to agents."
-        untested = " This version has no cases: it was published untested." if asked.no_cases else ""
+        untested = (
+            " This version has no cases: it was published untested." if asked.no_cases else ""
+        )
         messages.success(request, f"Published version {version.number}.{untested}{note}")
         return redirect(back)
     messages.info(
         request,
-        f"Running the cases of version {version.number}: it is published when every one "
-        "passes.",
+        f"Running the cases of version {version.number}: it is published when every one passes.",
     )
     return redirect("check", check_id=asked.check.pk)
 
@@ -754,9 +753,7 @@ def tool_import(request: HttpRequest) -> HttpResponse:
     try:
         tools = importer.read_zip(upload)
         # Imported as drafts; publishing goes through the gate below, tool by tool.
-        lines = importer.import_tools(
-            tools, actor=Actor.from_request(request), origin=upload.name
-        )
+        lines = importer.import_tools(tools, actor=Actor.from_request(request), origin=upload.name)
     except importer.ZipRefused as exc:
         form.add_error("file", f"Refused, nothing imported: {exc}.")
         return render(request, "editor/import.html", context, status=400)
@@ -788,9 +785,7 @@ def _publish_imported(request: HttpRequest, line: importer.ImportLine) -> Import
     if version.pk == version.tool.published_version_id:
         return ImportedTool(line, published=True)
     try:
-        asked = gate.request_publish(
-            version, actor=Actor.from_request(request), via=RunVia.BROWSER
-        )
+        asked = gate.request_publish(version, actor=Actor.from_request(request), via=RunVia.BROWSER)
     except InvalidTool as exc:
         return ImportedTool(line, error="; ".join(str(p) for p in exc.problems[:5]))
     return ImportedTool(
