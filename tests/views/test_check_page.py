@@ -12,10 +12,11 @@ import pytest
 
 from tests.support.case_pages import FAILING, PASSING, add_version, greet_tool
 from tests.support.forms import submit
+from tools_app.audit import Actor
 from tools_app.models import AuditEvent, CaseCheck, CaseRun, ToolVersion
 from tools_app.models.cases import CaseOutcome, CheckStatus
 from tools_app.models.runs import RunVia
-from tools_app.runs import replay
+from tools_app.runs import replay, start
 
 FAILED_CHECK = {
     "kind": "text",
@@ -63,10 +64,16 @@ def test_it_keeps_the_output_to_the_checks_starter_and_admins(viewer_client, fai
     assert "Accept the new output" not in page
 
 
-def test_it_polls_while_running_and_stops_once_finished(developer_client, failed_check):
+def test_it_polls_while_running_and_stops_once_finished(developer_client, developer, failed_check):
     CaseCheck.objects.filter(pk=failed_check.pk).update(status=CheckStatus.RUNNING)
-    CaseRun.objects.filter(case_check=failed_check).update(outcome=CaseOutcome.PENDING, checks=[])
-    # A pending case whose run never started: refresh() settles nothing, the page polls.
+    # A pending case whose run is still queued: refresh() settles nothing, the page polls.
+    queued = start.start_run(
+        failed_check.version, {"who": "Bob"}, actor=Actor(user=developer), via=RunVia.BROWSER,
+        enqueue=False,
+    )  # fmt: skip
+    CaseRun.objects.filter(case_check=failed_check).update(
+        outcome=CaseOutcome.PENDING, checks=[], run=queued
+    )
     running = developer_client.get(f"/checks/{failed_check.pk}/live/", HTTP_HX_REQUEST="true")
     assert running.status_code == 200
     assert f'hx-get="/checks/{failed_check.pk}/live/"' in running.content.decode()
@@ -88,7 +95,7 @@ def test_an_admin_overrides_with_a_reason(console_admin_client, failed_check):
     page = console_admin_client.get(f"/checks/{failed_check.pk}/").content.decode()
     assert "Publish with failing cases" in page
     empty = console_admin_client.post(f"/checks/{failed_check.pk}/override/", {"reason": "  "})
-    assert empty.status_code == 400 and "Say why." in empty.content.decode()
+    assert empty.status_code == 400 and "Say why" in empty.content.decode()
     assert not ToolVersion.objects.get(pk=failed_check.version_id).published_with_failing_cases
 
     response = submit(

@@ -7,10 +7,8 @@ import uuid
 
 import pytest
 
-from tests.support.case_pages import finished_run, greet_tool
+from tests.support.case_pages import add_version, finished_run, greet_tool
 from tests.support.forms import submit
-from tools_app.audit import Actor
-from tools_app.catalog.versions import save_version
 from tools_app.models import Run, ToolVersion
 from tools_app.models.runs import RunStatus
 
@@ -28,6 +26,7 @@ def run(greet, developer):
 
 
 def _cases_yaml(tool) -> str:
+    tool.refresh_from_db()
     latest = ToolVersion.objects.get(tool=tool, number=tool.latest_number)
     return latest.file_bytes()["cases.yaml"].decode()
 
@@ -166,11 +165,7 @@ def test_it_seals_a_sensitive_input_typed_again(developer_client, greet, develop
 def test_it_reports_a_version_saved_meanwhile_and_keeps_the_form(developer_client, greet, run):
     page = f"/runs/{run.pk}/case/"
     developer_client.get(page)
-    from tests.support import tool_files
-
-    save_version(
-        "greet", tool_files("greet", description="Meanwhile."), actor=Actor.system()
-    )  # someone's save after the page was opened (base=1 in the form)
+    add_version(greet, cases=None)  # someone's save after the page was opened (base=1)
     response = developer_client.post(
         page, {"name": "late", "proposed": ["0"], "extra": "- contains: hello\n", "base": "1"}
     )

@@ -99,8 +99,12 @@ class SaveCaseForm(forms.Form):
                 strip=False,
                 max_length=64 * 1024,
                 widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-                help_text="The run kept no value for it: type it again. It is sealed in "
-                "cases.yaml and never shown again.",
+                help_text=(
+                    "The run did not keep its value: type it again."
+                    if required
+                    else "Optional: the run had none."
+                )
+                + " It is sealed in cases.yaml and never shown again.",
             )
 
     def clean_name(self) -> str:
@@ -153,6 +157,7 @@ class OverrideForm(forms.Form):
         label="Reason",
         max_length=MAX_REASON,
         widget=forms.Textarea(attrs={"rows": 3}),
+        error_messages={"required": "Say why: the reason is required."},
         help_text="Why this version may be published although its cases fail (audited, "
         "shown on the version).",
     )
@@ -160,7 +165,7 @@ class OverrideForm(forms.Form):
     def clean_reason(self) -> str:
         reason = self.cleaned_data["reason"].strip()
         if not reason:
-            raise forms.ValidationError("Say why.")
+            raise forms.ValidationError("Say why: the reason is required.")
         return reason
 
 
