@@ -1,7 +1,8 @@
 """No import loops between the project's modules (docs/development.md): every import counts,
 top-level or inside a function, because an import placed in a function only hides a loop
-until the day someone moves it. And the TOOL.md parser stays free of Django state, and no
-module of manifest/ or lib/ imports Django at all: what they need to know comes as an
+until the day someone moves it. And the TOOL.md parser, the folder checks and the test
+cases (cases/) stay free of Django state, and no module of manifest/, cases/ or lib/
+imports Django at all: what they need to know comes as an
 argument (tools_app/http_tools/context.py and tools_app/integrations/environment.py build
 it), never from settings or the database."""
 
@@ -16,12 +17,13 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("tools_app", "console")
 
 # Modules the parser must reach neither directly nor through other project modules.
-PURE = ("tools_app.manifest.toolmd", "tools_app.http_tools.checks")
+PURE = ("tools_app.manifest.toolmd", "tools_app.manifest.folder", "tools_app.http_tools.checks")
+PURE += tuple(f"tools_app.cases.{m}" for m in ("document", "evaluate", "propose", "write"))
 FORBIDDEN = ("django.conf", "tools_app.models", "tools_app.integrations")
 
 # Packages whose modules know nothing of Django, and what none of them may import: Django
 # itself, the settings (console/), the models and the layers built on them.
-DJANGO_FREE = ("tools_app.manifest", "tools_app.lib")
+DJANGO_FREE = ("tools_app.manifest", "tools_app.cases", "tools_app.lib")
 DJANGO_STATE = (
     "django",
     "console",
@@ -211,7 +213,7 @@ def test_it_keeps_the_toolmd_parser_free_of_django_state(module):
 @pytest.mark.parametrize(
     "module", [m for m in module_files() if any(_within(m, p) for p in DJANGO_FREE)]
 )
-def test_it_keeps_manifest_and_lib_free_of_django(module):
+def test_it_keeps_manifest_cases_and_lib_free_of_django(module):
     # The module's own imports, in functions and under `if TYPE_CHECKING:` too (a model in
     # a signature is knowledge of the database all the same).
     files = module_files()
@@ -259,7 +261,15 @@ def test_it_counts_what_a_package_init_imports(tmp_path, monkeypatch):
 # as Django expects, runner/ its entry points, api/ builds the NinjaAPI): their __init__
 # holds a docstring and nothing else, so importing one of their modules imports nothing
 # more and every caller names the module that defines what it uses.
-CONCEPT_PACKAGES = ("lib", "manifest", "catalog", "http_tools", "http_tools/openapi", "egress")
+CONCEPT_PACKAGES = (
+    "lib",
+    "manifest",
+    "cases",
+    "catalog",
+    "http_tools",
+    "http_tools/openapi",
+    "egress",
+)
 CONCEPT_PACKAGES += ("runs", "ops", "integrations", "views", "forms")
 
 

@@ -55,6 +55,12 @@ def test_it_has_one_pattern_for_integration_slugs():
         ("MAX_VERSION", "manifest/limits.py"),
         ("entry_problems", "manifest/entry.py"),
         ("Manifest", "manifest/toolmd.py"),
+        ("validate_files", "manifest/folder.py"),
+        ("scan", "manifest/folder.py"),
+        ("parse_cases", "cases/document.py"),
+        ("evaluate", "cases/evaluate.py"),
+        ("propose", "cases/propose.py"),
+        ("add_case", "cases/write.py"),
         ("check_request", "http_tools/spec.py"),
         ("TEMPLATE_RE", "http_tools/spec.py"),
         ("parse_document", "http_tools/openapi/document.py"),
@@ -75,8 +81,8 @@ def test_it_has_one_pattern_for_integration_slugs():
     ],
 )
 def test_it_defines_each_part_of_a_split_module_in_its_module(name, home):
-    """The split modules (toolmd.py, openapi/plan.py, runs/execute.py, staticcheck.py and
-    checks.py): one home per part."""
+    """The split modules (toolmd.py and folder.py, openapi/plan.py, runs/execute.py,
+    staticcheck.py and checks.py, the cases): one home per part."""
     assert definitions(name) == [home]
 
 

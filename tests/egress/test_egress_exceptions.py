@@ -11,7 +11,7 @@ from tests.http_tools.test_http_tool_runs import RunStatus, Server, make, run_of
 from tools_app.egress import config
 from tools_app.egress import policy as egress_policy
 from tools_app.http_tools.context import validation_context
-from tools_app.manifest import toolmd as manifest_toolmd
+from tools_app.manifest.folder import validate_files
 from tools_app.models import AuditEvent, EgressException
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,7 +106,7 @@ ITEM_INPUTS = """  item_id: {type: string, description: Item}
 def test_an_http_tool_reaches_a_local_service_the_system_page_allowed(server):
     text = toolmd(server, ITEM, inputs=ITEM_INPUTS)
     files = {"TOOL.md": text.encode()}
-    refused = manifest_toolmd.validate_files(files, "fetcher/TOOL.md", context=validation_context())
+    refused = validate_files(files, "fetcher/TOOL.md", context=validation_context())
     assert "this console's own host" in " ".join(str(p) for p in refused.problems)
 
     EgressException.objects.create(entry=f"127.0.0.1:{server.port}")
@@ -122,7 +122,7 @@ def test_the_consoles_own_port_stays_refused_even_when_allowed(server, settings)
     EgressException.objects.create(entry=f"127.0.0.1:{server.port}")
     files = {"TOOL.md": toolmd(server, ITEM, inputs=ITEM_INPUTS).encode()}
 
-    result = manifest_toolmd.validate_files(files, "fetcher/TOOL.md", context=validation_context())
+    result = validate_files(files, "fetcher/TOOL.md", context=validation_context())
 
     assert result.manifest is None
     assert "this console's own host" in " ".join(str(p) for p in result.problems)

@@ -462,12 +462,10 @@ def toolmd_module_spec(type_: str):
 
 
 def toolmd_of(tool: Tool):
-    from tools_app.manifest import toolmd as manifest_toolmd
+    from tools_app.manifest.folder import validate_files
 
     files = tool.versions.order_by("-number").first().file_bytes()
-    return manifest_toolmd.validate_files(
-        files, "fetcher/TOOL.md", context=validation_context()
-    ).manifest
+    return validate_files(files, "fetcher/TOOL.md", context=validation_context()).manifest
 
 
 def test_it_takes_list_inputs_from_the_api_and_the_run_form(

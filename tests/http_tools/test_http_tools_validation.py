@@ -14,6 +14,7 @@ from tests.support.forms import link, submit
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.manifest import toolmd
+from tools_app.manifest.folder import validate_files, validate_tool_dir
 from tools_app.models import EgressException, Integration
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "http"
@@ -30,7 +31,7 @@ def console(settings):
 def _problems(case: Path, settings) -> list[str]:
     allow = case / "allow.txt"
     settings.TOOL_NETWORK_ALLOW = allow.read_text().strip() if allow.exists() else ""
-    result = toolmd.validate_tool_dir(case / "tool", context=validation_context())
+    result = validate_tool_dir(case / "tool", context=validation_context())
     return [str(p).replace(str(case) + "/", "") for p in result.problems]
 
 
@@ -59,7 +60,7 @@ def test_it_has_a_passing_and_a_failing_case_for_each_check() -> None:
 
 @pytest.mark.django_db
 def test_it_parses_the_http_keys_into_the_manifest(console) -> None:
-    result = toolmd.validate_tool_dir(
+    result = validate_tool_dir(
         CASES / "v02_post_body_hidden_token" / "tool", context=validation_context()
     )
     manifest = result.manifest
@@ -162,7 +163,7 @@ request:
 
 @pytest.mark.django_db
 def test_it_accepts_list_inputs_in_a_query_and_checks_their_defaults(console) -> None:
-    ok = toolmd.validate_files({"TOOL.md": LIST_TOOL.replace("DEFAULT", '["a"]').encode()},
+    ok = validate_files({"TOOL.md": LIST_TOOL.replace("DEFAULT", '["a"]').encode()},
                                "lister/TOOL.md", context=validation_context())  # fmt: skip
     assert ok.ok, ok.problems
     assert ok.manifest.inputs["ids"].type == "integer[]"
@@ -171,7 +172,7 @@ def test_it_accepts_list_inputs_in_a_query_and_checks_their_defaults(console) ->
         ("a", "inputs.tags.default: must be a list of string values, got a string"),
         ("[1]", "inputs.tags.default: every item must be a string, got an integer"),
     ]:
-        bad = toolmd.validate_files(
+        bad = validate_files(
             {"TOOL.md": LIST_TOOL.replace("DEFAULT", default).encode()},
             "lister/TOOL.md",
             context=validation_context(),
@@ -186,16 +187,16 @@ def test_it_checks_an_http_tool_from_the_context_alone() -> None:
     """No database, no settings: the checks know what the context says and nothing more
     (this test has no database, so a query would fail it)."""
     own_host = CASES / "i03_console_own_host" / "tool"
-    assert toolmd.validate_tool_dir(own_host, context=ValidationContext()).ok
+    assert validate_tool_dir(own_host, context=ValidationContext()).ok
     ours = ValidationContext(allowed_hosts=("*", ".example.org"))
-    [problem] = toolmd.validate_tool_dir(own_host, context=ours).errors
+    [problem] = validate_tool_dir(own_host, context=ours).errors
     assert "'console.example.org' is this console's own host" in problem.message
 
     hidden = CASES / "v02_post_body_hidden_token" / "tool"
-    [problem] = toolmd.validate_tool_dir(hidden, context=ValidationContext()).errors
+    [problem] = validate_tool_dir(hidden, context=ValidationContext()).errors
     assert problem.key == "inputs.token" and "nobody can fill" in problem.message
     filled = ValidationContext(integration_fields={"apify": frozenset({"token"})})
-    assert toolmd.validate_tool_dir(hidden, context=filled).ok
+    assert validate_tool_dir(hidden, context=filled).ok
 
 
 @pytest.mark.django_db
@@ -204,12 +205,12 @@ def test_it_reads_the_database_only_once_an_http_tool_is_checked(
 ) -> None:
     with django_assert_max_num_queries(0):  # building it, then checking a code tool
         context = validation_context()
-        assert toolmd.validate_files(tool_files("t", "python"), "t", context=context).ok
+        assert validate_files(tool_files("t", "python"), "t", context=context).ok
     hidden = CASES / "v02_post_body_hidden_token" / "tool"
     with django_assert_max_num_queries(2):  # the integrations, the System page's exceptions
-        toolmd.validate_tool_dir(hidden, context=context)
+        validate_tool_dir(hidden, context=context)
     with django_assert_max_num_queries(0):  # read once per context
-        toolmd.validate_tool_dir(hidden, context=context)
+        validate_tool_dir(hidden, context=context)
 
 
 @pytest.mark.django_db

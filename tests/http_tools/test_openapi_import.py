@@ -20,6 +20,7 @@ from tests.support.stand_in import Reply, Request, StandIn
 from tools_app.http_tools.context import validation_context
 from tools_app.http_tools.openapi import document as openapi_document
 from tools_app.manifest import toolmd
+from tools_app.manifest.folder import validate_files
 from tools_app.models import AuditEvent, Tool
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "openapi"
@@ -55,7 +56,7 @@ def _files(name: str) -> dict[str, bytes]:
 
 
 def _manifest(name: str) -> toolmd.Manifest:
-    result = toolmd.validate_files(_files(name), f"{name}/TOOL.md", context=validation_context())
+    result = validate_files(_files(name), f"{name}/TOOL.md", context=validation_context())
     assert result.ok, result.problems
     return result.manifest
 

@@ -11,7 +11,7 @@ import pytest
 from tests.support import tool_files
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.manifest import jssyntax
-from tools_app.manifest.toolmd import validate_files
+from tools_app.manifest.folder import validate_files
 
 # Code tools: their checks read nothing of a console.
 NO_CONSOLE = ValidationContext()

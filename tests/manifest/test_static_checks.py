@@ -17,7 +17,8 @@ from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.integrations.environment import integration_env
 from tools_app.lib import strictyaml
-from tools_app.manifest import languages, staticcheck, toolmd
+from tools_app.manifest import languages, staticcheck
+from tools_app.manifest.folder import validate_files
 from tools_app.models import Integration
 
 FULL_BODY = (
@@ -29,7 +30,7 @@ FULL_BODY = (
 def _warnings(language: str, source: str, **kw) -> list[strictyaml.Problem]:
     kw.setdefault("body", FULL_BODY)
     files = tool_files("alpha", language, source=source, **kw)
-    result = toolmd.validate_files(files, "alpha", context=validation_context())
+    result = validate_files(files, "alpha", context=validation_context())
     assert result.ok, result.problems
     env = integration_env(result.manifest.integrations)
     problems = staticcheck.check_tool("alpha", files, result.manifest, env=env)
@@ -100,7 +101,7 @@ def test_it_takes_what_the_integrations_provide_as_an_argument():
         body=FULL_BODY,
         integrations=["crm"],
     )
-    manifest = toolmd.validate_files(files, "alpha", context=ValidationContext()).manifest
+    manifest = validate_files(files, "alpha", context=ValidationContext()).manifest
 
     def check(env: staticcheck.IntegrationEnv) -> list[tuple[str, int]]:
         return _keys(staticcheck.check_tool("alpha", files, manifest, env=env))
@@ -208,7 +209,7 @@ def test_the_seed_tools_pass_every_static_check(db):
 
     for folder in sorted((REPO / "seed" / "tools").iterdir()):
         files = bundle.read_tool_dir(folder)
-        result = toolmd.validate_files(files, str(folder), context=validation_context())
+        result = validate_files(files, str(folder), context=validation_context())
         env = integration_env(result.manifest.integrations)
         assert staticcheck.check_tool(folder.name, files, result.manifest, env=env) == [], (
             folder.name

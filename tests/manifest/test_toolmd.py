@@ -11,6 +11,7 @@ import pytest
 from tools_app.catalog.bundle import MAX_FILE_BYTES
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.lib.strictyaml import Problem
+from tools_app.manifest.folder import scan, validate_files, validate_tool_dir
 from tools_app.manifest.inputs import InputSpec
 from tools_app.manifest.languages import ENTRY_FILES
 from tools_app.manifest.limits import MAX_FRONTMATTER, MAX_TOOLMD
@@ -18,10 +19,7 @@ from tools_app.manifest.toolmd import (
     Manifest,
     ParseResult,
     parse_toolmd,
-    scan,
     set_frontmatter_version,
-    validate_files,
-    validate_tool_dir,
 )
 
 # Code tools: their checks read nothing of a console.

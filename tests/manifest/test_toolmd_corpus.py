@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tools_app.http_tools.checks import ValidationContext
-from tools_app.manifest.toolmd import scan
+from tools_app.manifest.folder import scan
 
 # Code tools: their checks read nothing of a console.
 NO_CONSOLE = ValidationContext()

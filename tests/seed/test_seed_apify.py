@@ -18,7 +18,7 @@ from tools_app.catalog.sync import sync_tools
 from tools_app.catalog.versions import save_version
 from tools_app.http_tools.context import validation_context
 from tools_app.integrations.service import create_integration
-from tools_app.manifest import toolmd
+from tools_app.manifest.folder import validate_files
 from tools_app.models import Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import execute, start
@@ -140,7 +140,7 @@ def test_it_fails_clearly_for_an_unknown_run(apify_api):
 def test_the_apify_tools_declare_only_documented_outputs(db):
     for name in APIFY_TOOLS:
         files = bundle.read_tool_dir(SEED / name)
-        result = toolmd.validate_files(files, f"{name}/TOOL.md", context=validation_context())
+        result = validate_files(files, f"{name}/TOOL.md", context=validation_context())
         assert result.ok and result.problems == [], result.problems
         manifest = result.manifest
         assert manifest.kind == "http" and manifest.integrations == ("apify",)
@@ -149,7 +149,7 @@ def test_the_apify_tools_declare_only_documented_outputs(db):
         for sample in (p for p in files if p.startswith("samples/")):
             assert json.loads(files[sample])["source"].startswith("https://docs.apify.com/api/v2/")
     name = "apify_get_dataset_items"
-    items = toolmd.validate_files(
+    items = validate_files(
         bundle.read_tool_dir(SEED / name), f"{name}/TOOL.md", context=validation_context()
     ).manifest
     assert items.outputs == {} and items.request["response"] == "text"

@@ -48,7 +48,7 @@ from tools_app.catalog.versions import save_version
 from tools_app.http_tools.context import validation_context
 from tools_app.integrations import vault
 from tools_app.integrations.service import create_integration
-from tools_app.manifest.toolmd import validate_tool_dir
+from tools_app.manifest.folder import validate_tool_dir
 from tools_app.models import Run, RunArtifact, Tool
 from tools_app.models.egress import EgressException
 from tools_app.models.oauth import OAuthConnection, OAuthState

@@ -20,7 +20,7 @@ import pytest
 from tests.support import require
 from tests.support.ocr import cer, encode, sample
 from tools_app.http_tools.checks import ValidationContext
-from tools_app.manifest.toolmd import validate_tool_dir
+from tools_app.manifest.folder import validate_tool_dir
 from tools_app.runner import (
     FAILED,
     SUCCEEDED,

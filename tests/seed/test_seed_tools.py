@@ -109,7 +109,7 @@ class ToolRunner:
         timeout: float = 60,
         cancel_when: Callable[[str], bool] | None = None,
     ) -> Run:
-        from tools_app.manifest.toolmd import validate_tool_dir
+        from tools_app.manifest.folder import validate_tool_dir
 
         manifest = validate_tool_dir(SEED_TOOLS / name, context=NO_CONSOLE).manifest
         assert manifest is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tools_app.http_tools.context import validation_context
-from tools_app.manifest.toolmd import validate_tool_dir
+from tools_app.manifest.folder import validate_tool_dir
 
 SEED_TOOLS = Path(__file__).resolve().parents[2] / "seed" / "tools"
 SHIPPED = (

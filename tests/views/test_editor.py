@@ -18,6 +18,7 @@ from tests.support.forms import submit
 from tools_app.catalog import tool_templates
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.manifest import languages, toolmd
+from tools_app.manifest.folder import validate_files
 from tools_app.models import AuditEvent, Tool, ToolVersion
 
 # Code tools: their checks read nothing of a console.
@@ -62,7 +63,7 @@ def test_templates_are_valid_and_pass_the_static_checks(language):
     from tools_app.manifest import staticcheck
 
     files = tool_templates.render(language, "demo")
-    result = toolmd.validate_files(files, "demo", context=NO_CONSOLE)
+    result = validate_files(files, "demo", context=NO_CONSOLE)
 
     assert result.ok, result.problems
     assert result.problems == []

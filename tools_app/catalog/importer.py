@@ -35,6 +35,7 @@ from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.lib import strictyaml
 from tools_app.manifest import toolmd
+from tools_app.manifest.folder import validate_files
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
 
@@ -336,7 +337,7 @@ def validate(tools: list[ToolImport], context: ValidationContext) -> list[ToolIm
             for message in names or [collision]:
                 tool.problems.append(strictyaml.Problem(label, 1, "files", message))
             continue
-        tool.problems += toolmd.validate_files(tool.files, tool.folder, context=context).problems
+        tool.problems += validate_files(tool.files, tool.folder, context=context).problems
     return tools
 
 

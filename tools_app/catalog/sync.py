@@ -16,7 +16,7 @@ from tools_app.catalog import bundle, datapath
 from tools_app.catalog.versions import InvalidTool, save_version
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
-from tools_app.manifest import toolmd
+from tools_app.manifest.folder import validate_tool_dir
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
 
@@ -72,7 +72,7 @@ def import_seed_tool(
     name = path.name
     if not path.is_dir():
         return SyncLine(name, "skipped", "not a folder")
-    result = toolmd.validate_tool_dir(path, context=context)
+    result = validate_tool_dir(path, context=context)
     if not result.ok:
         return SyncLine(name, "invalid", "; ".join(str(p) for p in result.errors))
     try:

@@ -19,6 +19,7 @@ from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.lib import strictyaml
 from tools_app.manifest import toolmd
+from tools_app.manifest.folder import validate_files
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files
 
@@ -48,7 +49,7 @@ class SaveResult:
 def validate(
     name: str, files: Mapping[str, bytes], context: ValidationContext
 ) -> toolmd.ParseResult:
-    return toolmd.validate_files(files, f"{name}/TOOL.md", context=context)
+    return validate_files(files, f"{name}/TOOL.md", context=context)
 
 
 def save_version(

@@ -1,5 +1,5 @@
-"""The three checks of a `kind: http` tool (docs/http-tools.md), run by
-toolmd.validate_files, so by validate_tools, editor saves, sync, import and publishing:
+"""The three checks of a `kind: http` tool (docs/http-tools.md), run by manifest/folder.py's
+validate_files, so by validate_tools, editor saves, sync, import and publishing:
 
 - request boundary: the URL is absolute https:// (http:// only to a destination the egress
   policy's allow list names) with a literal host that is never the console's own host in

@@ -1,6 +1,6 @@
 """The ValidationContext that checking a TOOL.md needs (httpchecks: the request boundary
 and who fills a hidden input), read from this console's settings and database. Every
-caller of toolmd.validate_files (editor, saving and publishing, sync, imports,
+caller of folder.validate_files (editor, saving and publishing, sync, imports,
 validate_tools) and the http-tool executor build it here, so the parser itself stays free
 of Django state."""
 

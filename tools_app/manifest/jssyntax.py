@@ -1,6 +1,6 @@
 """TypeScript and JavaScript tools' files parsed, never run, wherever tools are checked.
 
-toolmd.validate_files() calls problems() for a typescript or javascript tool, so the
+folder.validate_files() calls problems() for a typescript or javascript tool, so the
 editor's live validation, saving, `validate_tools`, import and sync all report a file that
 cannot even be loaded at its line and column, as python tools' files already are.
 

@@ -17,28 +17,23 @@ Choices docs/tool-format.md leaves open, fixed here:
   same file and the documented form is the string.
 - `version` is at most 2**31 - 1 (it is stored in a database integer column).
 - Integration slugs match SLUG_RE.
-- Problems about the file as a whole use the key `file` (size, encoding); a missing
-  TOOL.md uses the key `TOOL.md`; a missing entry file `entry`; a folder over bundle's
-  limits or holding links `files`; a path given to scan() that is missing or empty `path`.
+- Problems about the file as a whole use the key `file` (size, encoding).
+
+The folder around TOOL.md (entry file, samples, cases.yaml) is checked by folder.py.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
-from tools_app.catalog import bundle
-from tools_app.http_tools import checks as http_checks
-from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.spec import check_outputs, check_request
 from tools_app.lib import strictyaml
 from tools_app.lib.strictyaml import (
@@ -53,7 +48,6 @@ from tools_app.lib.strictyaml import (
     kind,
     show,
 )
-from tools_app.manifest import jssyntax
 from tools_app.manifest.document import (
     FIRST_FRONTMATTER_LINE,
     Checker,
@@ -67,12 +61,6 @@ from tools_app.manifest.document import (
 )
 from tools_app.manifest.entry import (
     check_language,
-    declares_http,
-    entry_problems,
-    http_entry_problems,
-    missing_entry_for_text,
-    python_syntax_problems,
-    samples_in_code_tool,
 )
 from tools_app.manifest.inputs import InputSpec, check_inputs
 from tools_app.manifest.languages import DEFAULT_LANGUAGE, ENTRY_FILES, TOOL_KINDS
@@ -458,114 +446,6 @@ def _yaml_error_line(exc: yaml.YAMLError, frontmatter: str) -> int:
 
 def _yaml_message(exc: yaml.YAMLError) -> str:
     return strictyaml.error_message(exc, FIRST_FRONTMATTER_LINE)
-
-
-def _folder_and_toolmd(path: str) -> tuple[str, str]:
-    """`path` names the folder or its TOOL.md; return (folder name, TOOL.md path)."""
-    posix = PurePosixPath(path.replace(os.sep, "/"))
-    if posix.name == "TOOL.md":
-        return posix.parent.name, path
-    return posix.name, f"{path.rstrip('/')}/TOOL.md"
-
-
-def validate_files(
-    files: Mapping[str, bytes], path: str, *, context: ValidationContext
-) -> ParseResult:
-    """Validate an in-memory tool folder {relative path: bytes}.
-
-    `path` names the folder (`tools/web_fetch`) or its TOOL.md (`tools/web_fetch/TOOL.md`);
-    the folder's last component is the name the manifest must carry. The folder must also
-    be within bundle's limits (file count and sizes, safe paths). `context` is what a
-    kind: http tool's checks know of the console (tools_app/http_tools/context.py)."""
-    folder_name, toolmd_path = _folder_and_toolmd(path)
-    problems: list[Problem] = []
-    try:
-        bundle.check_files(files)
-    except bundle.BundleError as exc:
-        problems.append(Problem(toolmd_path, 1, "files", str(exc)))
-    if "TOOL.md" not in files:
-        message = "missing: a tool folder holds TOOL.md and an entry file"
-        problems.append(Problem(toolmd_path, 1, "TOOL.md", message))
-        return ParseResult(None, problems)
-    result = parse_toolmd(files["TOOL.md"], toolmd_path, folder_name or None)
-    problems += result.problems
-    if result.manifest is None:
-        if declares_http(files["TOOL.md"]):
-            return ParseResult(None, problems)
-        return ParseResult(None, problems + missing_entry_for_text(files, toolmd_path))
-    if result.manifest.kind == "http":
-        problems += http_entry_problems(files, toolmd_path)
-        problems += http_checks.check(result.manifest, files, toolmd_path, result.lines, context)
-    else:
-        problems += entry_problems(files, result.manifest.language, toolmd_path, 1)
-        problems += samples_in_code_tool(files, toolmd_path)
-        if result.manifest.language == "python":
-            problems += python_syntax_problems(files, toolmd_path)
-        elif result.manifest.language in ("typescript", "javascript"):
-            problems += jssyntax.problems(files, toolmd_path)
-    if any(p.severity == ERROR for p in problems):
-        return ParseResult(None, problems, result.lines)
-    return ParseResult(result.manifest, problems, result.lines)
-
-
-def validate_tool_dir(path: Path, *, context: ValidationContext) -> ParseResult:
-    """Validate a tool folder on disk (read through bundle's limits and refusals)."""
-    path = Path(path)
-    try:
-        files = bundle.read_tool_dir(path)
-    except (bundle.BundleError, OSError) as exc:
-        problem = Problem(f"{path}/TOOL.md", 1, "files", str(exc))
-        return ParseResult(None, [problem])
-    # "." or ".." carry no folder name; the resolved path does.
-    label = str(path) if path.name not in ("", "..") else str(path.resolve())
-    return validate_files(files, label, context=context)
-
-
-def _is_junk(path: Path) -> bool:
-    return path.name in bundle.JUNK_NAMES or path.name.startswith(".")
-
-
-def scan(
-    paths: Iterable[Path | str], *, context: ValidationContext
-) -> Iterator[tuple[str, ParseResult]]:
-    """Validate each path: a tool folder, a TOOL.md, or a folder of tool folders.
-
-    Yields (tool path, result) for every tool found, and for every folder in a folder of
-    tools that is not a tool (missing TOOL.md or entry file): those are never skipped."""
-    for raw in paths:
-        path = Path(raw)
-        label = str(raw)
-        if not path.exists():
-            problem = Problem(label, 1, "path", "does not exist")
-            yield label, ParseResult(None, [problem])
-        elif path.is_file():
-            if path.name == "TOOL.md":
-                yield str(path.parent), validate_tool_dir(path.parent, context=context)
-            else:
-                yield label, _parse_file(path, label)
-        elif (path / "TOOL.md").exists() or not _subfolders(path):
-            # A tool folder, or a folder with no subfolders that lacks TOOL.md (reported).
-            if not (path / "TOOL.md").exists() and not any(path.iterdir()):
-                problem = Problem(label, 1, "path", "is empty: no TOOL.md and no tool folders")
-                yield label, ParseResult(None, [problem])
-            else:
-                yield label, validate_tool_dir(path, context=context)
-        else:
-            for child in _subfolders(path):
-                yield str(child), validate_tool_dir(child, context=context)
-
-
-def _subfolders(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_dir() and not _is_junk(p))
-
-
-def _parse_file(path: Path, label: str) -> ParseResult:
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_TOOLMD + 1)
-    except OSError as exc:
-        return ParseResult(None, [Problem(label, 1, "file", f"cannot be read: {exc}")])
-    return parse_toolmd(data, label)
 
 
 # --- Rewriting the version --------------------------------------------------------------

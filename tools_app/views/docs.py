@@ -26,6 +26,7 @@ from tools_app.roles import VIEWER, role_required
 PAGES = {
     "console": ("Using the console", "console.md"),
     "tool-format": ("The tool format", "tool-format.md"),
+    "cases": ("Test cases", "cases.md"),
     "http-tools": ("HTTP tools", "http-tools.md"),
     "runs": ("Runs, limits and the sandbox", "runs.md"),
     "cases": ("Test cases", "cases.md"),

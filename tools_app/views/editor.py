@@ -47,7 +47,8 @@ from tools_app.integrations.environment import integration_env
 from tools_app.integrations.policy import secret_access
 from tools_app.lib import strictyaml
 from tools_app.manifest import limits as manifest_limits
-from tools_app.manifest import staticcheck, toolmd
+from tools_app.manifest import staticcheck
+from tools_app.manifest.folder import validate_files
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
@@ -385,7 +386,7 @@ def tool_validate(request: HtmxHttpRequest, name: str) -> HttpResponse:
 
 
 def _all_problems(name: str, files: Mapping[str, bytes]) -> list[strictyaml.Problem]:
-    result = toolmd.validate_files(files, f"{name}/TOOL.md", context=validation_context())
+    result = validate_files(files, f"{name}/TOOL.md", context=validation_context())
     problems = list(result.problems)
     if result.manifest is not None:
         env = integration_env(result.manifest.integrations)

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from tools_app.http_tools.context import validation_context
-from tools_app.manifest.toolmd import scan
+from tools_app.manifest.folder import scan
 
 
 class Command(BaseCommand):
