@@ -314,6 +314,9 @@ TOOL_DNS = os.getenv("CONSOLE_TOOL_DNS", "")
 # A queued run no worker has claimed after this long is sent again once; still unclaimed
 # after as long again, it is marked lost (tools_app/runs/reaper.py reap_lost_runs).
 RUN_QUEUED_TIMEOUT_SECONDS = envint("CONSOLE_RUN_QUEUED_TIMEOUT_SECONDS", "600")
+# How long the API (POST .../check {"wait"}) and `test_tools` wait at most for a version's
+# cases (docs/cases.md); a check still running then is answered as running.
+CASES_PUBLISH_WAIT_SECONDS = envint("CONSOLE_CASES_PUBLISH_WAIT_SECONDS", "120")
 # Each worker writes a WorkerHeartbeat row this often; one older than three beats is dead.
 WORKER_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_WORKER_HEARTBEAT_SECONDS", "5"))
 

@@ -90,6 +90,13 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
         (["run_tool", "greet", "--params", "{"], 2, "--params is not valid JSON"),
         (["run_tool", "greet", "--timeout", "0"], 2, "--timeout must be between"),
         (["run_tool", "greet", "--timeout", "soon"], 2, "invalid float value: 'soon'"),
+        # test_tools [NAME...] [--version N] [--junit FILE] [--timeout S] [--worker]
+        (["test_tools", "nope"], 2, "no tool is named 'nope'"),
+        (["test_tools", "greet", "--version", "7"], 2, "greet has no version 7"),
+        (["test_tools", "--version", "1"], 2, "--version takes exactly one tool NAME"),
+        (["test_tools", "greet", "--timeout", "0"], 2, "--timeout must be between"),
+        (["test_tools", "greet", "--junit", f"{nope}/r.xml"], 2, "--junit: no folder"),
+        (["test_tools", "greet"], 0, "greet v1: no cases"),
         # create_agent_token NAME --scope ...
         (["create_agent_token"], 2, "the following arguments are required"),
         (["create_agent_token", "bot", "--scope", "root"], 2, "unknown scope root"),

@@ -46,7 +46,9 @@ fast_passwords = support.fast_passwords
 
 CANARY_FORM = f"canary-form-{uuid.uuid4().hex}"
 CANARY_CLI = f"canary-cli-{uuid.uuid4().hex}"
-CANARIES = (CANARY_FORM, CANARY_CLI)
+# A sensitive input sealed in a case (cases.yaml `sealed:`), replayed by a check.
+CANARY_CASE = f"canary-case-{uuid.uuid4().hex}"
+CANARIES = (CANARY_FORM, CANARY_CLI, CANARY_CASE)
 # Smaller pieces too: a page that showed a "masked" secret's ends would leak these.
 PIECES = tuple(c[-12:] for c in CANARIES)
 
@@ -135,6 +137,73 @@ def leaky_runs(admin_user, raw_token: str) -> list[Run]:
     return done
 
 
+# A tool that leaks its sensitive input in every form, like LEAKY_PY its integrations.
+KEYED_PY = """
+import base64
+from urllib.parse import quote
+
+def execute(tool_call_id, params, signal, on_update):
+    s = params["key"]
+    raw = s.encode()
+    lines = [s, raw.hex(), s[::-1], quote(s, safe=""), base64.b64encode(b"ab" + raw).decode()]
+    for line in lines:
+        on_update({"content": [{"type": "text", "text": line}]})
+    return {"content": [{"type": "text", "text": " ".join(lines)}]}
+"""
+KEYED_INPUTS = {"key": {"type": "string", "description": "A key.", "sensitive": True}}
+
+
+def case_checks(admin_user, raw_token: str) -> tuple[list, dict[str, bytes]]:
+    """A run of KEYED_PY with CANARY_CASE saved as a case (sealed), replayed from the page's
+    core, by `test_tools`, and through the agent API; returns the checks and what the
+    command and the API answered."""
+    from tools_app.audit import Actor
+    from tools_app.catalog.versions import save_version
+    from tools_app.models import CaseCheck
+    from tools_app.runs import execute as run_execute
+    from tools_app.runs import replay, start
+
+    actor = Actor(user=admin_user)
+    files = tool_files("keyed", "python", KEYED_PY, inputs=KEYED_INPUTS)
+    version = save_version("keyed", files, actor=actor, publish=True).version
+    run = start.start_run(version, {"key": CANARY_CASE}, actor=actor, via="browser",
+                          enqueue=False)  # fmt: skip
+    run = run_execute.execute_run(run.pk)
+    saved = replay.save_case_from_run(
+        run, name="leaks_its_key", description="", sealed_values={"key": CANARY_CASE},
+        expect=[{"contains": "{{input.key}}"}, {"not_contains": "canary-case-"}], actor=actor,
+    )  # fmt: skip
+    assert CANARY_CASE not in saved.version.files["cases.yaml"]
+    check = replay.start_check(saved.version, actor=actor, via="browser", enqueue=False)
+    for run_id in check.case_runs.values_list("run_id", flat=True):
+        run_execute.execute_run(run_id)
+    check = replay.refresh(CaseCheck.objects.get(pk=check.pk))
+    assert check.status == "passed", replay.check_json(check)
+    # Published: DATA_PATH then holds its cases.yaml, sealed token and all.
+    from tools_app.catalog.versions import publish_version
+
+    publish_version(saved.version, actor=actor)
+    answers: dict[str, bytes] = {}
+    output = io.StringIO()
+    call_command("test_tools", "keyed", stdout=output, stderr=output)
+    answers["test_tools output"] = output.getvalue().encode()
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {raw_token}")
+    path = f"/api/v1/tools/keyed/versions/{saved.version.number}/check"
+    # The published version: the token's runs get the sealed input. As in leaky_runs, the
+    # runs are executed here before their queued tasks are sent.
+    with transaction.atomic():
+        answer = api.post(path, {}, content_type="application/json")
+        assert answer.status_code == 202, answer.content
+        api_check = CaseCheck.objects.get(pk=answer.json()["id"])
+        for run_id in api_check.case_runs.values_list("run_id", flat=True):
+            run_execute.execute_run(run_id)
+    answers["API check start"] = answer.content
+    polled = api.get(answer.json()["url"])
+    assert polled.json()["status"] == "passed", polled.content
+    answers["API check"] = polled.content
+    return list(CaseCheck.objects.all()), answers
+
+
 def walk(resolvers=None, prefix: str = "", namespace: str = ""):
     """Every named URL pattern: (qualified name, parameter names)."""
     for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
@@ -164,6 +233,10 @@ def candidates() -> dict[str, list[str]]:
         "run_id": runs,
         "id": runs,
     }
+    from tools_app.models import CaseCheck
+
+    checks = [str(pk) for pk in CaseCheck.objects.values_list("pk", flat=True)]
+    values |= {"check_id": checks, "check": checks, "position": ["0"], "pos": ["0"]}
     values["*"] = sorted({v for vs in values.values() for v in vs})
     return values
 
@@ -249,6 +322,7 @@ def test_it_never_reveals_a_canary_secret(
     )  # fmt: skip
     _, raw_token = AgentToken.issue("canary-agent", ["registry:read", "sync:read", "tools:invoke"])
     leaky = leaky_runs(console_admin, raw_token)
+    _checks, case_answers = case_checks(console_admin, raw_token)
     sync_tools()  # DATA_PATH after the integrations exist
 
     checked: dict[str, bytes] = {
@@ -258,6 +332,7 @@ def test_it_never_reveals_a_canary_secret(
         "stored-secret test": stored_test.content,
         "refused edit form": edited.content,
         "set_integration output": command_output.getvalue().encode(),
+        **case_answers,
     }
     assert b"{{searxng.token}}" in echoed.content  # redacted, not dropped silently
 
@@ -368,6 +443,7 @@ def test_it_never_reveals_a_canary_secret(
     assert files, "sync wrote nothing to DATA_PATH"
     for path in files:
         checked[f"DATA_PATH {path.relative_to(data_path)}"] = path.read_bytes()
+    assert any(p.name == "cases.yaml" and b"sealed:" in p.read_bytes() for p in files)
 
     # Logs captured at DEBUG during all of the above, and anything printed.
     captured = capsys.readouterr()

@@ -5,6 +5,7 @@ One router per area, each with the token scope it needs:
 - registry.py: registry, tool and version endpoints (`registry:read`);
 - sync.py: the sync manifest and version bundles (`sync:read`);
 - runs.py: invoke, run status, cancel and artifacts (`tools:invoke`);
+- checks.py: replaying a version's cases for CI (`tools:invoke`);
 - health.py: readiness (any token, or an admin's session).
 - env.py: the env bridge, off unless CONSOLE_ENV_BRIDGE=on (`secrets:read`).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from tools_app.api import env, errors, health, registry, runs, sync
+from tools_app.api import checks, env, errors, health, registry, runs, sync
 from tools_app.api.limits import NestingParser
 
 api = NinjaAPI(
@@ -43,5 +44,6 @@ errors.install(api)
 api.add_router("/v1", registry.router)
 api.add_router("/v1", sync.router)
 api.add_router("/v1", runs.router)
+api.add_router("/v1", checks.router)
 api.add_router("/v1", health.router)
 api.add_router("/v1", env.router)

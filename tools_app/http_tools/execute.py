@@ -527,6 +527,89 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
     return outcome("succeeded", _text_result(text, structured=outputs), response=response)
 
 
+def replay_sample(
+    manifest: Manifest,
+    sample_name: str,
+    files: dict[str, bytes],
+    *,
+    secrets: dict[str, str],
+    artifacts_dir: Path,
+) -> RunOutcome:
+    """A case replayed offline (docs/cases.md `sample:`): the version's samples/<name>.json
+    ({"source", "status", "body"}) answers in place of the API, through the same response
+    mapping and redaction as a real answer. Opens no socket, reads no integration."""
+    assert manifest.request is not None
+    started = time.monotonic()
+    redactor = Redactor(secrets)
+    path = f"samples/{sample_name}.json"
+    policy_text = f"offline replay of {path}: no network"
+
+    def outcome(
+        status: str, result: dict[str, Any], artifacts=(), notes=(), response=None
+    ) -> RunOutcome:
+        return RunOutcome(
+            status=status,
+            result=_redact_value(result, redactor),
+            stderr_tail="",
+            artifacts=list(artifacts),
+            isolation="",
+            exit_code=None,
+            duration=time.monotonic() - started,
+            notices=[f"Replayed offline from {path}: no request was sent.", *notes],
+            network_policy=policy_text,
+            response=_kept(response, redactor),
+        )
+
+    def fail(message: str) -> RunOutcome:
+        return outcome("failed", _text_result(message, error=True))
+
+    data = files.get(path)
+    if data is None:
+        return fail(f"{path}: this version has no such sample to replay")
+    try:
+        sample = nesting.loads(data.decode("utf-8"), root="")
+    except (UnicodeDecodeError, ValueError, nesting.TooDeep) as exc:
+        return fail(f"{path}: not a usable sample ({type(exc).__name__})")
+    status = sample.get("status") if isinstance(sample, dict) else None
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        return fail(f'{path}: not a sample {{"source", "status", "body"}} with an HTTP status')
+    body = sample.get("body")
+    kind = manifest.request.get("response", "json")
+    if isinstance(body, str) and kind != "json":
+        raw, content_type = body.encode("utf-8"), "text/plain; charset=utf-8"
+    elif body is None:
+        raw, content_type = b"", "application/json"
+    else:
+        raw, content_type = json.dumps(body, ensure_ascii=False).encode("utf-8"), "application/json"
+    result = client.HttpResult(
+        status=status,
+        reason="",
+        headers={"content-type": content_type},
+        body=raw,
+        truncated=False,
+        url=manifest.request["url"],
+        elapsed=0.0,
+    )
+    shown = f"{manifest.request['method']} {path} (offline)"
+    return _map_response(manifest, result, shown, artifacts_dir, outcome, redactor)
+
+
+def sample_performer(run, manifest: Manifest, secrets: dict[str, str]):
+    """The `perform` a runs.Supervisor calls for a run with `replay_sample`."""
+    files = run.version.file_bytes()
+
+    def run_it(*, on_update, cancel) -> RunOutcome:
+        return replay_sample(
+            manifest,
+            run.replay_sample,
+            files,
+            secrets=secrets,
+            artifacts_dir=work_dir(run) / "artifacts",
+        )
+
+    return run_it
+
+
 def _kept(response: dict[str, Any] | None, redactor: Redactor) -> dict[str, Any] | None:
     """The redacted response to keep with the run, or None past MAX_KEPT_RESPONSE."""
     if response is None:

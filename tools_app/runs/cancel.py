@@ -7,6 +7,7 @@ from django.utils import timezone
 from tools_app.audit import Actor, record
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
+from tools_app.runs import replay
 from tools_app.runs.setup import error_result
 
 
@@ -25,7 +26,9 @@ def cancel_run(run: Run, actor: Actor) -> bool:
             finished_at=now,
         )
     )
-    if not changed:
+    if changed:
+        replay.refresh_for_run(run.pk)  # a case's run: its check is told
+    else:
         changed = bool(
             Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, cancel_requested=False).update(
                 cancel_requested=True

@@ -45,7 +45,7 @@ from tools_app.models import Run, RunUpdate, Tool, ToolVersion
 from tools_app.models.runs import RunStatus
 from tools_app.models.tools import Language, decode_files
 from tools_app.runner import privilege, standby, teardown, tsstrip
-from tools_app.runs import progress
+from tools_app.runs import progress, replay
 from tools_app.runs.artifacts import keep_artifacts
 from tools_app.runs.setup import (
     RunSetupError,
@@ -102,7 +102,8 @@ def execute_run(
     when it was not queued (already taken, cancelled, or unknown). With reload=False (the
     Celery task, which ignores it) the finished row is not read back: one query less per
     run, and None is returned."""
-    run = Run.objects.select_related("tool", "version").filter(pk=run_id).first()
+    # With its case (a LEFT JOIN, no statement more): whether to refresh a check after it.
+    run = Run.objects.select_related("tool", "version", "case_run").filter(pk=run_id).first()
     if run is None:
         logger.warning("run %s does not exist; nothing to do", run_id)
         return None
@@ -125,6 +126,11 @@ def execute_run(
         # After the runner's own teardown of the run (same queue, in order), off the
         # worker's way to its next run.
         teardown.submit(partial(shutil.rmtree, work_dir(run), ignore_errors=True))
+    # A case's run: evaluate it now, so its check completes (and a publish gate
+    # publishes) with no page open.
+    case_run = getattr(run, "case_run", None)
+    if case_run is not None:
+        replay.refresh_check(case_run.case_check_id)
     if not reload:
         return None
     run.refresh_from_db()
@@ -174,7 +180,12 @@ def _execute(
     # to runs already queued. Withheld integrations give no variables and no paths.
     access = secret_access(run.version, manifest.integrations, user=run.user, via=run.via)
     notices = access.notices()
-    env, secrets = integration_environment(access.granted)
+    # A case replayed offline (http tools only) reads no integration: nothing is sent, and
+    # an OAuth token's refresh would be a request.
+    offline = bool(run.replay_sample)
+    if offline and manifest.kind != "http":
+        raise RunSetupError("offline replay from a sample is for kind: http tools only")
+    env, secrets = ({}, {}) if offline else integration_environment(access.granted)
     for name, value in secret_params.items():
         spec = manifest.inputs.get(name)
         if isinstance(value, str) and (spec is None or spec.sensitive):
@@ -208,7 +219,10 @@ def _execute(
         def policy(slugs: tuple[str, ...] | list[str]):
             return tool_policy(slugs, run.egress_allows)
 
-        perform = http_execute.performer(run, manifest, params, access, secrets, policy)
+        if offline:
+            perform = http_execute.sample_performer(run, manifest, secrets)
+        else:
+            perform = http_execute.performer(run, manifest, params, access, secrets, policy)
         supervisor = Supervisor(run, None, on_progress, perform=perform)
         outcome = supervisor.run()
         _finish(run, outcome, [*notices, *supervisor.notices])

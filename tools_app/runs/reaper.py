@@ -14,7 +14,7 @@ from django.utils import timezone
 from tools_app.audit import Actor, record
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
-from tools_app.runs import start
+from tools_app.runs import replay, start
 from tools_app.runs.setup import error_result
 
 logger = logging.getLogger("tools_app.runs")
@@ -63,6 +63,7 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
                 run,
                 summary=f"a run of {run.tool.name} lost its worker ({run.worker or 'unknown'})",
             )
+            replay.refresh_for_run(run.pk)  # a case's run: its check is told
     return reaped
 
 
@@ -121,6 +122,7 @@ def reap_unclaimed_runs(run_ids: list | None = None) -> int:
                 run,
                 summary=f"a run of {run.tool.name} was never picked up by a worker",
             )
+            replay.refresh_for_run(run.pk)
     return lost
 
 

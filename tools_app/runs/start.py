@@ -45,12 +45,14 @@ def start_run(
     via: str,
     timeout: float | None = None,
     enqueue: bool = True,
+    replay_sample: str = "",
 ) -> Run:
     """Validate `params` against the version's inputs and store a queued run.
 
     Raises InvalidParams listing every problem. With `enqueue`, the Celery task is sent
     when the surrounding transaction commits (a worker never looks for a row that is not
-    there yet); `run_tool` passes enqueue=False and calls execute_run() itself."""
+    there yet); `run_tool` passes enqueue=False and calls execute_run() itself.
+    `replay_sample`: a kind: http case replayed offline from that sample (runs/replay.py)."""
     manifest = manifest_of(version)
     # A model (MCP) never fills a user-only input; a person or a program may.
     model = via == RunVia.MCP
@@ -84,6 +86,7 @@ def start_run(
             params=shown,
             sealed_params=seal(secret),
             timeout=timeout,
+            replay_sample=replay_sample,
             egress_allows=egress_config.admin_entries() if reaches_out(manifest) else [],
         )
         record(
