@@ -85,7 +85,9 @@ def test_it_shows_problems_of_a_broken_cases_file(viewer_client, greet):
 
     # Stored under looser rules (saving refuses it now): the page still shows what it can.
     files = tool_files("greet") | {"cases.yaml": b"cases:\n  - name: Bad Name\n"}
-    ToolVersion.objects.filter(tool=greet, number=1).update(files=encode_files(files))
+    ToolVersion.objects.filter(tool=greet, number=1).update(
+        files=encode_files(files), sha256="0" * 64
+    )
     response = viewer_client.get("/tools/greet/versions/1/cases/")
     assert response.status_code == 200
     assert "cases.yaml has problems" in response.content.decode()

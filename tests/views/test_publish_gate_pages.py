@@ -33,6 +33,20 @@ def test_the_confirm_counts_the_cases(console_admin_client, db):
     assert "Version 2 has 2 cases: they run first" in page
 
 
+def test_the_confirm_says_a_broken_cases_file_blocks(console_admin_client, db):
+    from tools_app.models import ToolVersion
+    from tools_app.models.tools import encode_files
+
+    tool = greet_tool(cases=None)
+    version = add_version(tool, cases=PASSING)
+    files = version.file_bytes() | {"cases.yaml": b"cases:\n  - name: Bad Name\n"}
+    # Stored under looser rules (saving refuses it now).
+    ToolVersion.objects.filter(pk=version.pk).update(files=encode_files(files), sha256="1" * 64)
+    page = console_admin_client.get("/tools/greet/publish/2/").content.decode()
+    assert "The cases.yaml of version 2 has problems" in page
+    assert "cases.yaml has problems" in console_admin_client.get("/tools/greet/").content.decode()
+
+
 def _case(name: str) -> str:
     return f"  - name: {name}\n    inputs: {{who: Zed}}\n    expect:\n      - contains: Zed\n"
 

@@ -57,7 +57,7 @@ def run_save_case(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     tool = run.tool
     latest = get_object_or_404(ToolVersion, tool=tool, number=tool.latest_number)
     manifest = setup.manifest_of(run.version)
-    latest_cases = document.cases_of(latest.file_bytes(), setup.manifest_of(latest))
+    latest_cases = replay.cases_of_version(latest)
     sensitive = {
         name: (spec, name in run.params) for name, spec in manifest.inputs.items() if spec.sensitive
     }
@@ -165,7 +165,7 @@ def tool_cases(request: HttpRequest, name: str, number: int) -> HttpResponse:
         return redirect("check", check_id=check.pk)
 
     context = tool_header(tool, version, "tool_cases")
-    result = document.cases_of(version.file_bytes(), context["manifest"])
+    result = replay.cases_of_version(version)
     latest_check = CaseCheck.objects.filter(version=version).order_by("-created_at").first()
     last_runs = (
         {cr.name: cr for cr in latest_check.case_runs.all()} if latest_check is not None else {}
@@ -254,8 +254,7 @@ def _shown_value(value: Any, root: str) -> str:
 def check_context(request: HttpRequest, check: CaseCheck) -> dict:
     readable = _may_read(request, check)
     case_runs = list(check.case_runs.select_related("run").order_by("position"))
-    finished = check.status != CheckStatus.RUNNING
-    failed = finished and check.status in (CheckStatus.FAILED, CheckStatus.ERROR)
+    finished = check.is_finished
     return {
         "check": check,
         "tool": check.tool,
@@ -267,7 +266,7 @@ def check_context(request: HttpRequest, check: CaseCheck) -> dict:
         "latest_number": check.tool.latest_number,
         "can_accept": readable and has_role(request.user, DEVELOPER),
         "failing_outcomes": (CaseOutcome.FAILED, CaseOutcome.ERROR),
-        "can_override": failed and not check.published and has_role(request.user, ADMIN),
+        "can_override": gate.can_override(check, request.user),
         "override_form": OverrideForm(),
         "version_published": check.tool.published_version_id == check.version_id,
     }

@@ -29,7 +29,6 @@ PAGES = {
     "cases": ("Test cases", "cases.md"),
     "http-tools": ("HTTP tools", "http-tools.md"),
     "runs": ("Runs, limits and the sandbox", "runs.md"),
-    "cases": ("Test cases", "cases.md"),
     "security": ("Security", "security.md"),
     "egress": ("Network egress", "egress.md"),
     "integrations": ("Integrations and secrets", "integrations.md"),

@@ -52,10 +52,10 @@ from tools_app.manifest.folder import validate_files
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.runs import gate, setup
+from tools_app.runs import gate, replay, setup
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
-from tools_app.views.tools import case_count, get_tool_or_404, tool_header
+from tools_app.views.tools import get_tool_or_404, tool_header
 
 FILES_PREFIX = "files"
 # The run panel's inputs are posted with the editor's form: the prefix keeps a tool input
@@ -648,12 +648,18 @@ def tool_publish(request: HttpRequest, name: str, number: int) -> HttpResponse:
 
 def publish_cases_note(version: ToolVersion) -> str:
     """What the publish confirm says of the version's cases: the gate runs them first."""
-    count = case_count(version, setup.manifest_of(version))
-    if not count:
+    if not replay.has_cases(version):
         return (
             f"Version {version.number} has no cases: it is published at once, untested "
             "(save a run as a case to add one)."
         )
+    result = replay.cases_of_version(version)
+    if result.problems:
+        return (
+            f"The cases.yaml of version {version.number} has problems: its check reports "
+            "them as an error, so it is not published until they are fixed."
+        )
+    count = len(result.cases)
     cases = f"{count} case{'s' if count != 1 else ''}"
     return (
         f"Version {version.number} has {cases}: they run first, and it is published only "

@@ -13,7 +13,6 @@ from django.urls import reverse
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
-from tools_app.cases import document as cases_document
 from tools_app.catalog import presets, rendering
 from tools_app.forms.tools import ToolFilterForm
 from tools_app.integrations.policy import secret_access
@@ -22,6 +21,7 @@ from tools_app.models import CaseCheck, Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
+from tools_app.runs import replay
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.lists import PER_PAGE, render_list
 
@@ -145,14 +145,10 @@ def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
         "body": body,
         "tabs": tool_tabs(tool, tab, version.number),
         "highlight_css_version": rendering.pygments_css_hash(),
-        "case_count": case_count(version, manifest),
+        "case_count": len(replay.cases_of_version(version).cases),
+        "case_problems": bool(replay.cases_of_version(version).problems),
         "override": override_of(version),
     }
-
-
-def case_count(version: ToolVersion, manifest: toolmd.Manifest) -> int:
-    """How many cases `version` carries in its cases.yaml (0 without one)."""
-    return len(cases_document.cases_of(version.file_bytes(), manifest).cases)
 
 
 def override_of(version: ToolVersion) -> CaseCheck | None:
