@@ -25,8 +25,11 @@ def console(request: HttpRequest) -> dict:
 
 # The first part of a path, for the nav's aria-current: tools/-/new/ is under Tools.
 _SECTIONS = {"tools", "runs", "integrations", "tokens", "audit", "system", "docs"}
+# A check of a version's cases is a page of its tool.
+_UNDER = {"checks": "tools"}
 
 
 def nav_section(path: str) -> str:
     first = path.strip("/").split("/", 1)[0]
+    first = _UNDER.get(first, first)
     return first if first in _SECTIONS else ""

@@ -2,6 +2,7 @@ from django.urls import path
 
 from tools_app.views import (
     audit,
+    cases,
     docs,
     editor,
     home,
@@ -55,6 +56,7 @@ urlpatterns = [
     path("tools/<str:name>/inputs/", tools.tool_inputs, name="tool_inputs"),
     path("tools/<str:name>/source/", tools.tool_source, name="tool_source"),
     path("tools/<str:name>/registry/", tools.tool_registry, name="tool_registry"),
+    path("tools/<str:name>/versions/<int:number>/cases/", cases.tool_cases, name="tool_cases"),
     # Documentation (tools_app/views/docs.py, docs/*.md)
     path("docs/", docs.docs_index, name="docs"),
     path("docs/<slug:page>/", docs.docs_page, name="docs_page"),
@@ -65,11 +67,21 @@ urlpatterns = [
     path("runs/<uuid:run_id>/updates/", runs.run_updates, name="run_updates"),
     path("runs/<uuid:run_id>/cancel/", runs.run_cancel, name="run_cancel"),
     path("runs/<uuid:run_id>/sample/", presets.run_save_sample, name="run_save_sample"),
+    path("runs/<uuid:run_id>/case/", cases.run_save_case, name="run_save_case"),
     path(
         "runs/<uuid:run_id>/artifacts/<int:artifact_id>/",
         runs.run_artifact,
         name="run_artifact",
     ),
+    # Checks of a version's test cases (tools_app/views/cases.py)
+    path("checks/<uuid:check_id>/", cases.check_detail, name="check"),
+    path("checks/<uuid:check_id>/live/", cases.check_live, name="check_live"),
+    path(
+        "checks/<uuid:check_id>/cases/<int:position>/accept/",
+        cases.check_accept,
+        name="check_accept",
+    ),
+    path("checks/<uuid:check_id>/override/", cases.check_override, name="check_override"),
     # Integrations (tools_app/views/integrations.py)
     path("integrations/", integrations.integration_list, name="integrations"),
     path("integrations/new/", integrations.integration_new, name="integration_new"),

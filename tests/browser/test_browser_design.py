@@ -29,10 +29,10 @@ BANNER_MAX_HEIGHT = 40
 BUTTON_CLASSES = {"button", "secondary", "danger", "link", "copy"}
 # A badge's tone, from its tone class or the state name console.css maps to it.
 BADGE_TONES = {
-    "ok": {"ok", "published", "succeeded", "added", "bwrap"},
-    "warning": {"warning", "draft", "queued", "running", "changed", "fallback"},
-    "danger": {"danger", "disabled", "failed", "lost", "timed_out", "removed"},
-    "neutral": {"neutral", "superseded", "unchanged", "cancelled"},
+    "ok": {"ok", "published", "succeeded", "added", "bwrap", "passed"},
+    "warning": {"warning", "draft", "queued", "running", "changed", "fallback", "pending"},
+    "danger": {"danger", "disabled", "failed", "lost", "timed_out", "removed", "error"},
+    "neutral": {"neutral", "superseded", "unchanged", "cancelled", "empty"},
     "special": {"special", "sensitive"},
 }
 BADGE_EXTRA = {"badge", "isolation"}  # "isolation" names what the run badge is about

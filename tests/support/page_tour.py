@@ -16,7 +16,8 @@ from tests.support import tool_files
 from tests.support.integrations import create as create_integration
 from tools_app.audit import Actor
 from tools_app.catalog.versions import save_version
-from tools_app.models import AgentToken, Run, Tool
+from tools_app.models import AgentToken, CaseCheck, CaseRun, Run, Tool
+from tools_app.models.cases import CaseOutcome, CheckStatus
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.runs import start
 
@@ -77,7 +78,33 @@ def make_site(admin) -> dict[str, str]:
         result={"content": [{"type": "text", "text": "all good " * 40}], "isError": False},
     )
     token, _raw = AgentToken.issue("builder", ["registry"], created_by=admin)
-    return {"run": str(run.pk), "token": str(token.pk)}
+    return {"run": str(run.pk), "token": str(token.pk), "check": str(failed_check(admin).pk)}
+
+
+def failed_check(admin) -> CaseCheck:
+    """A finished check of alpha's draft that asked to publish: one case passed, one failed
+    with expected, actual and a diff (the check page's every part)."""
+    tool = Tool.objects.get(name="alpha")
+    check = CaseCheck.objects.create(
+        tool=tool, version=tool.versions.get(number=2), user=admin, via=RunVia.BROWSER,
+        status=CheckStatus.FAILED, total=2, passed=1, failed=1, publish_requested=True,
+        finished_at=timezone.now(),
+    )  # fmt: skip
+    passed = {"kind": "is_error", "verdict": "passed", "message": "isError is false", "line": 4}
+    failed = {
+        "kind": "json_equals", "verdict": "failed", "message": "structuredContent differs",
+        "expected": {"title": "Cats", "count": 3}, "actual": {"title": "Cats", "count": 4},
+        "diff": '--- expected\n+++ actual\n-  "count": 3\n+  "count": 4\n', "line": 12,
+    }  # fmt: skip
+    CaseRun.objects.create(
+        case_check=check, position=0, name="finds_cats", outcome=CaseOutcome.PASSED,
+        checks=[passed],
+    )  # fmt: skip
+    CaseRun.objects.create(
+        case_check=check, position=1, name="counts_cats", outcome=CaseOutcome.FAILED,
+        checks=[passed, failed],
+    )  # fmt: skip
+    return check
 
 
 def create_token(page) -> None:
@@ -140,6 +167,8 @@ PAGES = [
     Page("tool-new", "/tools/-/new/", viewer=False),
     Page("tool-import", "/tools/-/import/", viewer=False),
     Page("tool-versions", "/tools/alpha/versions/"),
+    Page("tool-cases", "/tools/alpha/versions/2/cases/"),
+    Page("check", "/checks/{check}/"),
     Page("tool-diff", "/tools/alpha/diff/?a=1&b=2"),
     Page("confirm-publish", "/tools/alpha/publish/2/", viewer=False),
     Page("confirm-unpublish", "/tools/alpha/unpublish/", viewer=False),
@@ -154,6 +183,7 @@ PAGES = [
     ),  # fmt: skip
     Page("tool-inputs-lists", "/tools/lists/inputs/"),
     Page("run", "/runs/{run}/"),
+    Page("run-save-case", "/runs/{run}/case/", viewer=False),
     Page("runs", "/runs/"),
     Page("integrations", "/integrations/"),
     Page("integration-new", "/integrations/new/", viewer=False),

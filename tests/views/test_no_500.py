@@ -46,6 +46,8 @@ from tools_app.catalog.versions import set_enabled
 from tools_app.models import (
     AgentToken,
     AuditEvent,
+    CaseCheck,
+    CaseRun,
     IntegrationSecret,
     Run,
     RunArtifact,
@@ -53,6 +55,7 @@ from tools_app.models import (
     Tool,
     ToolVersion,
 )
+from tools_app.models.cases import CheckStatus
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.roles import ADMIN, ensure_groups
 from tools_app.runs import start
@@ -662,7 +665,15 @@ def world(make_tool, nobody, viewer, developer, console_admin, settings, monkeyp
         published, {"query": "dogs"}, actor=Actor(token=token), via=RunVia.API, enqueue=False
     )
 
+    check = CaseCheck.objects.create(
+        tool=alpha, version=published, user=developer, via=RunVia.BROWSER,
+        status=CheckStatus.FAILED, total=1, failed=1, publish_requested=True,
+    )  # fmt: skip
+    CaseRun.objects.create(case_check=check, position=0, name="finds", run=run, outcome="failed")
+
     common = {
+        "check_id": str(check.pk),
+        "position": "0",
         "name": "alpha",
         "number": "2",
         "type_slug": "searxng",

@@ -1,5 +1,5 @@
-"""A tool's page in tabs: Overview, Inputs, Source, Versions and Registry are each a URL of
-their own (linkable, no JavaScript needed), and Registry switches between formats."""
+"""A tool's page in tabs: Overview, Inputs, Source, Versions, Cases and Registry are each a
+URL of their own (linkable, no JavaScript needed), and Registry switches between formats."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ TABS = {
     "Inputs": "/tools/big/inputs/",
     "Source": "/tools/big/source/",
     "Versions": "/tools/big/versions/",
+    "Cases": "/tools/big/versions/1/cases/",
     "Registry": "/tools/big/registry/",
 }
 # The tool a first walk-through met: a 595-line source made its page a 15,000 px scroll.
@@ -96,8 +97,11 @@ def test_the_tabs_keep_an_older_version_selected_except_versions(viewer_client, 
     assert links["Overview"] == "/tools/big/?version=1"
     assert links["Registry"] == "/tools/big/registry/?version=1"
     assert links["Versions"] == "/tools/big/versions/"
+    assert links["Cases"] == "/tools/big/versions/1/cases/"  # cases belong to a version
     latest = viewer_client.get("/tools/big/source/").content.decode()
-    assert {label: url for label, url, _ in tab_links(latest)} == TABS
+    assert {label: url for label, url, _ in tab_links(latest)} == TABS | {
+        "Cases": "/tools/big/versions/2/cases/"
+    }
 
 
 @pytest.mark.parametrize("fmt", schema.FORMATS)
@@ -152,7 +156,9 @@ def test_an_unknown_format_is_a_clear_error(viewer_client, big, fmt):
     assert ">Anthropic</a>" in page  # the switcher is there to pick a good one
 
 
-@pytest.mark.parametrize("url", list(TABS.values()))
+# Cases names its version in the path and answers POST (Run all cases, developers):
+# tests/views/test_cases_page.py holds it to its own rules.
+@pytest.mark.parametrize("url", [u for label, u in TABS.items() if label != "Cases"])
 def test_the_tabs_need_a_role_and_only_answer_get(client, nobody, viewer_client, big, url):
     assert client.get(url)["Location"].startswith("/accounts/login/")
     client.force_login(nobody)
@@ -160,7 +166,9 @@ def test_the_tabs_need_a_role_and_only_answer_get(client, nobody, viewer_client,
     assert viewer_client.post(url).status_code == 405
 
 
-@pytest.mark.parametrize("url", [u for u in TABS.values() if u != "/tools/big/versions/"])
+@pytest.mark.parametrize(
+    "url", [u for label, u in TABS.items() if label not in ("Versions", "Cases")]
+)
 def test_the_tabs_answer_unknown_versions_and_tools_with_404(viewer_client, big, url):
     assert viewer_client.get(url, {"version": "9"}).status_code == 404
     assert viewer_client.get(url, {"version": "x"}).status_code == 404

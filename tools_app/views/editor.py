@@ -8,6 +8,7 @@ requests into those calls and their outcomes into pages."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -24,7 +25,6 @@ from tools_app.catalog import bundle, diff, importer, presets, rendering, tool_t
 from tools_app.catalog.versions import (
     InvalidTool,
     VersionConflict,
-    publish_version,
     rollback,
     save_version,
     set_enabled,
@@ -52,7 +52,7 @@ from tools_app.manifest.folder import validate_files
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
-from tools_app.runs import setup
+from tools_app.runs import gate, replay, setup
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
 from tools_app.views.tools import get_tool_or_404, tool_header
@@ -144,7 +144,6 @@ def _save(request: HttpRequest, tool: Tool, latest: ToolVersion, can_publish: bo
             actor=Actor.from_request(request),
             note=data["note"],
             base=data["base"],
-            publish=bool(data.get("publish")),
         )
     except VersionConflict as conflict:
         return _conflict(request, tool, conflict, form, formset, can_publish)
@@ -157,9 +156,13 @@ def _save(request: HttpRequest, tool: Tool, latest: ToolVersion, can_publish: bo
     version = saved.version
     if not saved.created:
         messages.info(request, f"Nothing changed: version {version.number} is still the latest.")
-    else:
-        published = " and published" if data.get("publish") else ""
-        messages.success(request, f"Saved version {version.number}{published}.")
+    if data.get("publish") and version.pk != tool.published_version_id:
+        # "Save and publish" goes through the publish gate: the cases run first.
+        if saved.created:
+            messages.success(request, f"Saved version {version.number}.")
+        return _request_publish(request, version, reverse("tool_edit", args=[tool.name]))
+    if saved.created:
+        messages.success(request, f"Saved version {version.number}.")
     return redirect("tool_edit", name=tool.name)
 
 
@@ -635,17 +638,58 @@ def tool_publish(request: HttpRequest, name: str, number: int) -> HttpResponse:
         )
         return _confirm(
             request, tool, question=f"Publish version {version.number} of {tool.name}?",
-            button="Publish", detail=detail,
+            button="Publish", detail=f"{detail} {publish_cases_note(version)}",
         )  # fmt: skip
+    default = _safe_next(request.POST.get("next"), request) or reverse(
+        "tool_versions", args=[tool.name]
+    )
+    return _request_publish(request, version, default)
+
+
+def publish_cases_note(version: ToolVersion) -> str:
+    """What the publish confirm says of the version's cases: the gate runs them first."""
+    if not replay.has_cases(version):
+        return (
+            f"Version {version.number} has no cases: it is published at once, untested "
+            "(save a run as a case to add one)."
+        )
+    result = replay.cases_of_version(version)
+    if result.problems:
+        return (
+            f"The cases.yaml of version {version.number} has problems: its check reports "
+            "them as an error, so it is not published until they are fixed."
+        )
+    count = len(result.cases)
+    cases = f"{count} case{'s' if count != 1 else ''}"
+    return (
+        f"Version {version.number} has {cases}: they run first, and it is published only "
+        "when every one passes."
+    )
+
+
+def _request_publish(request: HttpRequest, version: ToolVersion, back: str) -> HttpResponse:
+    """Publish `version` through the gate: at once when it has no cases (back to `back`),
+    else once its cases pass (to the check's page, which follows them)."""
+    tool = version.tool
     try:
-        publish_version(version, actor=Actor.from_request(request))
+        asked = gate.request_publish(version, actor=Actor.from_request(request), via=RunVia.BROWSER)
     except InvalidTool as exc:
         problems = "; ".join(str(p) for p in exc.problems[:5])
         messages.error(request, f"Version {version.number} cannot be published: {problems}")
-        return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
-    note = "" if tool.enabled else " The tool is disabled: enable it to serve it to agents."
-    messages.success(request, f"Published version {version.number}.{note}")
-    return _redirect_back(request, reverse("tool_versions", args=[tool.name]))
+        return redirect(back)
+    if asked.published:
+        tool.refresh_from_db(fields=["enabled"])
+        note = "" if tool.enabled else " The tool is disabled: enable it to serve it to agents."
+        untested = (
+            " This version has no cases: it was published untested." if asked.no_cases else ""
+        )
+        messages.success(request, f"Published version {version.number}.{untested}{note}")
+        return redirect(back)
+    messages.info(
+        request,
+        f"Running the cases of version {version.number}: it is published when every one passes.",
+    )
+    return redirect("check", check_id=asked.check.pk)
 
 
 @require_http_methods(["GET", "POST"])
@@ -712,23 +756,51 @@ def tool_import(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "editor/import.html", context, status=400)
     upload = form.cleaned_data["file"]
+    publish = bool(form.cleaned_data.get("publish"))
     try:
         tools = importer.read_zip(upload)
-        lines = importer.import_tools(
-            tools,
-            actor=Actor.from_request(request),
-            publish=bool(form.cleaned_data.get("publish")),
-            origin=upload.name,
-        )
+        # Imported as drafts; publishing goes through the gate below, tool by tool.
+        lines = importer.import_tools(tools, actor=Actor.from_request(request), origin=upload.name)
     except importer.ZipRefused as exc:
         form.add_error("file", f"Refused, nothing imported: {exc}.")
         return render(request, "editor/import.html", context, status=400)
     except importer.ImportRefused as exc:
         context["refused"] = exc.lines
         return render(request, "editor/import.html", context, status=422)
-    context["lines"] = lines
+    context["lines"] = [
+        _publish_imported(request, line) if publish else ImportedTool(line) for line in lines
+    ]
     context["form"] = ImportForm(can_publish=can_publish)
     return render(request, "editor/import.html", context)
+
+
+@dataclass(frozen=True)
+class ImportedTool:
+    """One line of the import's result, and what publishing it did."""
+
+    line: importer.ImportLine
+    published: bool = False
+    no_cases: bool = False
+    check_id: object = None  # the check that publishes it once its cases pass
+    error: str = ""
+
+
+def _publish_imported(request: HttpRequest, line: importer.ImportLine) -> ImportedTool:
+    version = ToolVersion.objects.select_related("tool").get(
+        tool__name=line.name, number=line.version
+    )
+    if version.pk == version.tool.published_version_id:
+        return ImportedTool(line, published=True)
+    try:
+        asked = gate.request_publish(version, actor=Actor.from_request(request), via=RunVia.BROWSER)
+    except InvalidTool as exc:
+        return ImportedTool(line, error="; ".join(str(p) for p in exc.problems[:5]))
+    return ImportedTool(
+        line,
+        published=asked.published,
+        no_cases=asked.no_cases,
+        check_id=asked.check.pk if asked.check is not None else None,
+    )
 
 
 # --- Helpers ------------------------------------------------------------------------------

@@ -264,6 +264,8 @@ def live_context(
         "can_download": can_read,
         "can_cancel": may_cancel(request.user, run),
         "can_save_sample": can_read and _can_save_sample(request, run),
+        # Its inputs and output become a test case of its tool (views/cases.py).
+        "can_save_case": can_read and run.is_finished and has_role(request.user, DEVELOPER),
         "poll_interval": POLL_INTERVAL,
         # A queued run says whether anyone will pick it up (one query).
         "worker_wait": health.worker_wait() if run.status == RunStatus.QUEUED else None,

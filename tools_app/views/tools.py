@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -17,10 +17,11 @@ from tools_app.catalog import presets, rendering
 from tools_app.forms.tools import ToolFilterForm
 from tools_app.integrations.policy import secret_access
 from tools_app.manifest import schema, toolmd
-from tools_app.models import Integration, Tool, ToolVersion
+from tools_app.models import CaseCheck, Integration, Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.models.tools import VersionSource, decode_files
 from tools_app.roles import VIEWER, role_required
+from tools_app.runs import replay
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.lists import PER_PAGE, render_list
 
@@ -40,7 +41,7 @@ def tool_list(request: HtmxHttpRequest) -> HttpResponse:
     if form.is_valid():
         rows = form.filter(
             # The list never needs the published version's content, only its number.
-            Tool.objects.annotate(published_number=F("published_version__number"))
+            with_last_check(Tool.objects.annotate(published_number=F("published_version__number")))
         )
     return render_list(
         request,
@@ -49,6 +50,17 @@ def tool_list(request: HtmxHttpRequest) -> HttpResponse:
         rows=rows,
         results_target=RESULTS_TARGET,
         extra={"usable_integrations": usable_integrations()},
+    )
+
+
+def with_last_check(tools):
+    """Each tool's latest check of its cases, of any version (status, id, version number),
+    as subqueries of the list's own query: no query per row."""
+    last = CaseCheck.objects.filter(tool=OuterRef("pk")).order_by("-created_at", "-pk")
+    return tools.annotate(
+        last_check_status=Subquery(last.values("status")[:1]),
+        last_check_id=Subquery(last.values("pk")[:1]),
+        last_check_version=Subquery(last.values("version__number")[:1]),
     )
 
 
@@ -91,6 +103,7 @@ TABS = (
     ("Inputs", "tool_inputs"),
     ("Source", "tool_source"),
     ("Versions", "tool_versions"),
+    ("Cases", "tool_cases"),
     ("Registry", "tool_registry"),
 )
 # The registry formats the switcher offers, with their labels (tools_app.manifest.schema.FORMATS).
@@ -107,14 +120,16 @@ def tool_tabs(tool: Tool, current: str, version_number: int | None = None) -> li
     query = ""
     if version_number is not None and version_number != tool.latest_number:
         query = f"?version={version_number}"
-    return [
-        Tab(
-            label,
-            reverse(url_name, args=[tool.name]) + ("" if url_name == "tool_versions" else query),
-            url_name == current,
-        )
-        for label, url_name in TABS
-    ]
+    tabs = []
+    for label, url_name in TABS:
+        if url_name == "tool_cases":  # cases belong to one version: it is in the path
+            url = reverse(url_name, args=[tool.name, version_number or tool.latest_number])
+        elif url_name == "tool_versions":
+            url = reverse(url_name, args=[tool.name])
+        else:
+            url = reverse(url_name, args=[tool.name]) + query
+        tabs.append(Tab(label, url, url_name == current))
+    return tabs
 
 
 def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
@@ -130,7 +145,23 @@ def tool_header(tool: Tool, version: ToolVersion, tab: str) -> dict:
         "body": body,
         "tabs": tool_tabs(tool, tab, version.number),
         "highlight_css_version": rendering.pygments_css_hash(),
+        "case_count": len(replay.cases_of_version(version).cases),
+        "case_problems": bool(replay.cases_of_version(version).problems),
+        "override": override_of(version),
     }
+
+
+def override_of(version: ToolVersion) -> CaseCheck | None:
+    """The check an admin overrode to publish `version` with failing cases (its reason)."""
+    if not version.published_with_failing_cases:
+        return None
+    return (
+        CaseCheck.objects.filter(version=version)
+        .exclude(override_reason="")
+        .select_related("override_by")
+        .order_by("-created_at")
+        .first()
+    )
 
 
 def _viewed_tab(request: HttpRequest, name: str, tab: str) -> tuple[Tool, ToolVersion, dict]:
