@@ -12,8 +12,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.support import console_env, manage, tool_files
+from tests.support.cases import CASES, greet_files
 from tests.support.editor import zip_of
-from tools_app.models import AuditEvent, Tool, ToolVersion
+from tools_app.models import AuditEvent, CaseCheck, Tool, ToolVersion
 
 
 def _write_tool(folder: Path, name: str, **kw) -> Path:
@@ -64,7 +65,7 @@ def test_publish_and_zip(tmp_path):
 
     out, code = _run(str(archive), "--publish")
 
-    assert (out, code) == ("alpha: imported v1, published\n", 0)
+    assert (out, code) == ("alpha: imported v1, published (no cases: published untested)\n", 0)
     assert Tool.objects.get(name="alpha").published_version.number == 1
     assert (settings.DATA_PATH / "tools" / "alpha" / "TOOL.md").exists()
 
@@ -121,3 +122,54 @@ def test_exit_codes_from_the_command_line(tmp_path):
     assert (done.returncode, done.stdout) == (0, "alpha: imported v1\n")
     _write_tool(tmp_path / "bad", "beta", extra={"timeout": 0})
     assert command("import_tools", str(tmp_path / "bad")).returncode == 1
+
+
+def _write_greet(folder: Path, cases: str) -> Path:
+    path = folder / "greet"
+    path.mkdir(parents=True, exist_ok=True)
+    for rel, data in greet_files(cases).items():
+        (path / rel).write_bytes(data)
+    return path
+
+
+def test_it_publishes_through_the_gate_when_the_cases_pass(db, tmp_path):
+    _write_greet(tmp_path / "tools", CASES)
+
+    out, code = _run(str(tmp_path / "tools"), "--publish")
+
+    assert (out, code) == ("greet: imported v1, published\n", 0)
+    tool = Tool.objects.get(name="greet")
+    assert tool.published_version.number == 1
+    check = CaseCheck.objects.get(version=tool.published_version)
+    assert (check.status, check.published, check.total) == ("passed", True, 2)
+
+
+def test_a_version_whose_cases_fail_stays_an_imported_draft_and_exits_1(db, tmp_path):
+    _write_greet(tmp_path / "tools", CASES.replace("hello Ada", "goodbye Ada"))
+
+    out, code = _run(str(tmp_path / "tools"), "--publish")
+
+    assert code == 1
+    assert "greet: imported v1 (not published: 1 of 2 case(s) passed)" in out
+    assert "not published, their cases did not pass: greet" in out
+    tool = Tool.objects.get(name="greet")
+    assert tool.published_version is None
+    assert tool.versions.get().is_draft
+    assert not AuditEvent.objects.filter(action="tool.publish").exists()
+
+
+def test_an_already_published_unchanged_version_is_not_checked_again(db, tmp_path):
+    _write_greet(tmp_path / "tools", CASES)
+    _run(str(tmp_path / "tools"), "--publish")
+
+    out, code = _run(str(tmp_path / "tools"), "--publish")
+
+    assert (out, code) == ("greet: unchanged v1, published\n", 0)
+    assert CaseCheck.objects.count() == 1
+
+
+def test_a_bad_timeout_is_bad_usage(db, tmp_path):
+    _write_greet(tmp_path / "tools", CASES)
+    out, code = _run(str(tmp_path / "tools"), "--publish", "--timeout", "0")
+    assert code == 2 and "--timeout must be between" in out
+    assert not Tool.objects.exists()

@@ -113,10 +113,10 @@ def test_it_exits_2_on_bad_usage(args, message):
 @pytest.mark.django_db
 def test_out_of_time_it_stops_the_runs_left_and_exits_1(monkeypatch):
     save(greet_files(), publish=True)
-    from tools_app.management.commands import test_tools as command
+    from tools_app.runs import local
 
-    # The deadline passes before the first run: nothing runs, nothing stays queued.
-    monkeypatch.setattr(command.Command, "_run_here", lambda self, check, deadline: None)
+    # No run gets executed before the deadline: nothing stays queued.
+    monkeypatch.setattr(local.execute, "execute_run", lambda run_id, **kw: None)
     code, out, err = run_command("greet", "--timeout", "0.2")
     assert code == 1
     assert not Run.objects.filter(status=RunStatus.QUEUED).exists()

@@ -31,13 +31,16 @@ class PublishRequest:
     no_cases: bool
 
 
-def request_publish(version: ToolVersion, *, actor: Actor, via: str) -> PublishRequest:
+def request_publish(
+    version: ToolVersion, *, actor: Actor, via: str, enqueue: bool = True
+) -> PublishRequest:
     """Publish `version` now when it has no cases; else start a check of all its cases
-    that publishes it when every one passes. Who may publish is the caller's to check."""
+    that publishes it when every one passes. Who may publish is the caller's to check.
+    enqueue=False: the caller executes the check's runs itself (runs/local.py)."""
     if not replay.has_cases(version):
         publish_version(version, actor=actor)
         return PublishRequest(published=True, check=None, no_cases=True)
-    check = replay.start_check(version, actor=actor, via=via, publish=True)
+    check = replay.start_check(version, actor=actor, via=via, publish=True, enqueue=enqueue)
     return PublishRequest(published=check.published, check=check, no_cases=False)
 
 

@@ -14,7 +14,6 @@ can read the keys anyway, so integrations, sensitive presets and sealed inputs a
 from __future__ import annotations
 
 import json
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tools_app.audit import Actor
 from tools_app.manifest.limits import MAX_VERSION
 from tools_app.manifest.toolmd import NAME_RE
-from tools_app.models import CaseCheck, Run, Tool, ToolVersion
+from tools_app.models import CaseCheck, Tool, ToolVersion
 from tools_app.models.cases import CaseOutcome, CheckStatus
-from tools_app.models.runs import RunStatus, RunVia
-from tools_app.runs import cancel, execute, replay
+from tools_app.models.runs import RunVia
+from tools_app.runs import local, replay
 
 MAX_TIMEOUT = 24 * 3600
 MARK = {
@@ -128,7 +127,6 @@ class Command(BaseCommand):
         return versions
 
     def _test(self, version: ToolVersion, *, timeout: float, worker: bool) -> CaseCheck:
-        deadline = time.monotonic() + timeout
         check = replay.start_check(
             version, actor=Actor.system(), via=RunVia.COMMAND, enqueue=worker
         )
@@ -136,34 +134,13 @@ class Command(BaseCommand):
         if check.status == CheckStatus.EMPTY:
             self.stdout.write(f"{label}: no cases")
             return check
-        if not worker:
-            self._run_here(check, deadline)
-        check = replay.wait(check, max(0.0, deadline - time.monotonic()))
+        wait = local.wait_or_give_up if worker else local.run_here
+        check = wait(check, timeout)
         if check.status == CheckStatus.RUNNING:
-            self._give_up(check)
+            self.stderr.write(f"{check.tool.name}: no result within the timeout for some cases")
         for case in replay.check_json(check)["cases"]:
             self.stdout.write(case_line(label, case))
         return check
-
-    def _run_here(self, check: CaseCheck, deadline: float) -> None:
-        """Each queued run in turn, in this process (one worker's share, with no worker)."""
-        runs = check.case_runs.exclude(run=None).order_by("position")
-        for run_id in runs.values_list("run_id", flat=True):
-            if time.monotonic() >= deadline:
-                return
-            execute.execute_run(run_id, reload=False)
-
-    def _give_up(self, check: CaseCheck) -> None:
-        """Out of time: the runs not started yet never will be (nothing left queued for a
-        worker to pick up later); running ones get the same stop request as a cancel."""
-        actor = Actor.system()
-        pending = check.case_runs.filter(outcome=CaseOutcome.PENDING).exclude(run=None)
-        for run in Run.objects.filter(pk__in=pending.values("run_id"), status__in=ACTIVE):
-            cancel.cancel_run(run, actor)
-        self.stderr.write(f"{check.tool.name}: no result within the timeout for some cases")
-
-
-ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 def case_line(label: str, case: dict[str, Any]) -> str:
