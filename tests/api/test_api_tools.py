@@ -56,6 +56,7 @@ def test_it_returns_the_published_version_with_manifest_body_files_and_sha256(ma
             "version": 1,
             "sha256": version.sha256,
             "published_at": body["versions"][0]["published_at"],
+            "published_with_failing_cases": False,
             "url": "/api/v1/tools/fetch/versions/1",
         }
     ]

@@ -9,6 +9,7 @@ import time
 import pytest
 from django.core.exceptions import PermissionDenied
 
+from tests.support.agent_api import agent_client, reset_api_caches
 from tests.support.cases import GREET_TS, greet_files, run_in_process, save
 from tools_app.audit import Actor
 from tools_app.models import AuditEvent, CaseCheck, Tool, ToolVersion
@@ -92,3 +93,23 @@ def test_a_running_or_passed_check_cannot_be_overridden(console_admin):
     with pytest.raises(ValueError):
         gate.override(check, actor=actor, reason="nothing to override")
     assert not AuditEvent.objects.filter(action="tool.publish_override").exists()
+
+
+@pytest.mark.django_db
+def test_agents_see_the_failing_cases_mark_in_the_registry(console_admin):
+    save(greet_files(), publish=True)
+    draft = save(greet_files(source=BROKEN_TS))
+    check = run_in_process(
+        gate.request_publish(draft, actor=Actor(user=console_admin), via=RunVia.BROWSER).check
+    )
+    gate.override(check, actor=Actor(user=console_admin), reason="upstream changed its wording")
+    reset_api_caches()  # another test may have cached an equal version's body
+    client = agent_client("registry:read")
+
+    detail = client.get("/api/v1/tools/greet").json()
+    one = client.get(f"/api/v1/tools/greet/versions/{draft.number}").json()
+
+    assert detail["published_with_failing_cases"] is True
+    assert one["published_with_failing_cases"] is True
+    marks = {ref["version"]: ref["published_with_failing_cases"] for ref in detail["versions"]}
+    assert marks == {1: False, draft.number: True}

@@ -129,16 +129,17 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         versions = (
             tool.versions.filter(published_at__isnull=False)
             .order_by("-number")
-            .values_list("number", "sha256", "published_at")
+            .values_list("number", "sha256", "published_at", "published_with_failing_cases")
         )
         refs = [
             {
                 "version": number,
                 "sha256": sha,
                 "published_at": published_at,
+                "published_with_failing_cases": failing,
                 "url": version_url(tool.name, number),
             }
-            for number, sha, published_at in versions
+            for number, sha, published_at, failing in versions
         ]
         return {
             **version_payload(tool.name, published),
@@ -184,6 +185,8 @@ def _version_payload(name: str, version: ToolVersion) -> dict[str, Any]:
         "size": version.size,
         "created_at": version.created_at,
         "published_at": version.published_at,
+        # An admin published it although its cases failed (docs/cases.md, the publish gate).
+        "published_with_failing_cases": version.published_with_failing_cases,
         "manifest": version.manifest,
         "input_schema": schema.input_schema(manifest),
         "body": parsed.manifest.body if parsed.manifest is not None else "",

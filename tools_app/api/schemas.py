@@ -47,6 +47,7 @@ class VersionOut(Schema):
     size: int
     created_at: datetime
     published_at: datetime | None
+    published_with_failing_cases: bool
     manifest: dict[str, Any]
     input_schema: dict[str, Any]
     body: str
@@ -59,6 +60,7 @@ class VersionRef(Schema):
     version: int
     sha256: str
     published_at: datetime | None
+    published_with_failing_cases: bool
     url: str
 
 
