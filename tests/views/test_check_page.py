@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.support.case_pages import FAILING, PASSING, add_version, greet_tool
 from tests.support.forms import submit
@@ -172,3 +174,26 @@ def test_it_accepts_the_new_output_as_a_new_draft(worker, developer_client):
     submit(developer_client, "/tools/greet/versions/2/cases/", button="Run all cases")
     again = replay.wait(CaseCheck.objects.filter(version__number=2).get(), 60)
     assert again.status == CheckStatus.PASSED, replay.check_json(again)
+
+
+def test_its_query_count_does_not_grow_with_the_number_of_cases(
+    developer_client, failed_check, django_assert_max_num_queries
+):
+    url = f"/checks/{failed_check.pk}/"
+    developer_client.get(url)  # warm up once-per-process work (sessions, parsed cases)
+    with CaptureQueriesContext(connection) as one:
+        assert developer_client.get(url).status_code == 200
+
+    CaseRun.objects.bulk_create(
+        CaseRun(
+            case_check=failed_check,
+            position=n,
+            name=f"case_{n}",
+            outcome=CaseOutcome.FAILED,
+            checks=[FAILED_CHECK],
+        )  # fmt: skip
+        for n in range(1, 40)
+    )
+    with django_assert_max_num_queries(len(one)):
+        response = developer_client.get(url)
+    assert response.status_code == 200 and "case_39" in response.content.decode()
