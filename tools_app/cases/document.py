@@ -123,21 +123,9 @@ class Case:
 
 
 @dataclass(frozen=True)
-class CasesResult:
+class CasesResult(strictyaml.Checked):
     cases: tuple[Case, ...] = ()
     problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == ERROR]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == WARNING]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
     def case(self, name: str) -> Case | None:
         return next((c for c in self.cases if c.name == name), None)

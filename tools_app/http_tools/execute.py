@@ -269,6 +269,36 @@ def _text_result(text: str, *, error: bool = False, structured: Any = None) -> d
     return result
 
 
+def _outcome_maker(
+    redactor: Redactor,
+    policy_text: str,
+    lead_notes: tuple[str, ...] = (),
+    *,
+    started: float | None = None,
+) -> Callable[..., RunOutcome]:
+    """outcome(status, result, artifacts=(), notes=(), response=None): a RunOutcome of an
+    http run, redacted, timed from `started` (default: now)."""
+    started = time.monotonic() if started is None else started
+
+    def outcome(
+        status: str, result: dict[str, Any], artifacts=(), notes=(), response=None
+    ) -> RunOutcome:
+        return RunOutcome(
+            status=status,
+            result=_redact_value(result, redactor),
+            stderr_tail="",
+            artifacts=list(artifacts),
+            isolation="",
+            exit_code=None,
+            duration=time.monotonic() - started,
+            notices=[*lead_notes, *notes],
+            network_policy=policy_text,
+            response=_kept(response, redactor),
+        )
+
+    return outcome
+
+
 def perform(
     manifest: Manifest,
     values: Values,
@@ -286,23 +316,7 @@ def perform(
     carried, once; a second 401 tells to reconnect."""
     started = time.monotonic()
     redactor = Redactor(secrets)
-    policy_text = policy.summary()
-
-    def outcome(
-        status: str, result: dict[str, Any], artifacts=(), notes=(), response=None
-    ) -> RunOutcome:
-        return RunOutcome(
-            status=status,
-            result=_redact_value(result, redactor),
-            stderr_tail="",
-            artifacts=list(artifacts),
-            isolation="",
-            exit_code=None,
-            duration=time.monotonic() - started,
-            notices=list(notes),
-            network_policy=policy_text,
-            response=_kept(response, redactor),
-        )
+    outcome = _outcome_maker(redactor, policy.summary(), started=started)
 
     def fail(message: str, status: str = "failed") -> RunOutcome:
         return outcome(status, _text_result(message, error=True))
@@ -539,26 +553,13 @@ def replay_sample(
     ({"source", "status", "body"}) answers in place of the API, through the same response
     mapping and redaction as a real answer. Opens no socket, reads no integration."""
     assert manifest.request is not None
-    started = time.monotonic()
     redactor = Redactor(secrets)
     path = f"samples/{sample_name}.json"
-    policy_text = f"offline replay of {path}: no network"
-
-    def outcome(
-        status: str, result: dict[str, Any], artifacts=(), notes=(), response=None
-    ) -> RunOutcome:
-        return RunOutcome(
-            status=status,
-            result=_redact_value(result, redactor),
-            stderr_tail="",
-            artifacts=list(artifacts),
-            isolation="",
-            exit_code=None,
-            duration=time.monotonic() - started,
-            notices=[f"Replayed offline from {path}: no request was sent.", *notes],
-            network_policy=policy_text,
-            response=_kept(response, redactor),
-        )
+    outcome = _outcome_maker(
+        redactor,
+        f"offline replay of {path}: no network",
+        (f"Replayed offline from {path}: no request was sent.",),
+    )
 
     def fail(message: str) -> RunOutcome:
         return outcome("failed", _text_result(message, error=True))

@@ -120,6 +120,24 @@ class Problem:
         return f"{self.path}:{self.line}: {self.key}: {mark}{self.message}"
 
 
+class Checked:
+    """What a result holding `problems` (a parsed TOOL.md, a cases.yaml) says of them."""
+
+    problems: list[Problem]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == ERROR]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
 class Map(dict[str, Any]):
     """A YAML mapping's values plus the lines of its keys and values."""
 

@@ -37,9 +37,7 @@ from yaml.nodes import MappingNode, ScalarNode
 from tools_app.http_tools.spec import check_outputs, check_request
 from tools_app.lib import strictyaml
 from tools_app.lib.strictyaml import (
-    ERROR,
     INVALID,
-    WARNING,
     Map,
     Problem,
     Refused,
@@ -174,22 +172,10 @@ class Manifest:
 
 
 @dataclass
-class ParseResult:
+class ParseResult(strictyaml.Checked):
     manifest: Manifest | None
     problems: list[Problem] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=dict)  # "outputs.x" -> its TOOL.md line
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == ERROR]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == WARNING]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
 
 # --- Validation -------------------------------------------------------------------------
