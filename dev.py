@@ -319,7 +319,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     say("migrating the database")
     manage("migrate", "--noinput", env=env)
     manage("collectstatic", "--noinput", "-v", "0", env=env)
-    say("syncing seed tools")
+    say("signing keys and seed tools")
+    # Publishing signs (docs/signing.md): the key ring exists before seed sync publishes.
+    manage("signing_keys", "create", "--if-missing", env=env)
     manage("sync_tools", env=env, check=False)
     ensure_login(env)
     if not port_free(args.host, args.port):
@@ -528,17 +530,22 @@ def cmd_test(args: argparse.Namespace) -> int:
         failures.append("makemigrations --check")
 
     pytest_args = args.pytest_args or []
-    say("pytest on SQLite")
-    if run(bin_dir / "pytest", *pytest_args, env=env, check=False):
-        failures.append("pytest (SQLite)")
+    if args.postgresql_only:
+        say("--postgresql-only: no SQLite run")
+    else:
+        say("pytest on SQLite")
+        if run(bin_dir / "pytest", *pytest_args, env=env, check=False):
+            failures.append("pytest (SQLite)")
 
     pg = postgres_url()
     if pg and not args.sqlite_only:
-        say("pytest on PostgreSQL")
-        if run(bin_dir / "pytest", *pytest_args, env={**env, "DATABASE_URL": pg}, check=False):
+        # The tests that never reach the database ran above and cannot tell the two apart.
+        say("pytest on PostgreSQL: the tests that reach the database")
+        pg_args = pytest_args if args.postgresql_only else ["--database-tests-only", *pytest_args]
+        if run(bin_dir / "pytest", *pg_args, env={**env, "DATABASE_URL": pg}, check=False):
             failures.append("pytest (PostgreSQL)")
-    elif ci and not args.sqlite_only:
-        print("PostgreSQL is required in CI but not reachable on 127.0.0.1:5432", file=sys.stderr)
+    elif (ci or args.postgresql_only) and not args.sqlite_only:
+        print("PostgreSQL is required here but not reachable on 127.0.0.1:5432", file=sys.stderr)
         failures.append("PostgreSQL unreachable")
     elif args.sqlite_only:
         say("--sqlite-only: no PostgreSQL run")
@@ -575,7 +582,11 @@ def main() -> int:
             action="store_false",
             help="do not install Debian/Ubuntu packages (as root, with apt-get)",
         )
-    test.add_argument("--sqlite-only", action="store_true")
+    only = test.add_mutually_exclusive_group()
+    only.add_argument("--sqlite-only", action="store_true")
+    # CI runs the PostgreSQL half on its host and the SQLite half on a fresh Debian root
+    # (.ci/run, .ci/fresh_machine.py): the suite once per database, not twice on SQLite.
+    only.add_argument("--postgresql-only", action="store_true")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
     test.set_defaults(func=cmd_test)
     man = sub.add_parser("manage", help="run manage.py inside the virtualenv")

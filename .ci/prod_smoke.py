@@ -313,6 +313,7 @@ def smoke(topo: Topology) -> None:
     topo.create_database()
     # The deploy steps of docs/operations.md.
     topo.manage("migrate", "--noinput")
+    topo.manage("signing_keys", "create", "--if-missing")
     topo.manage("collectstatic", "--noinput")
     topo.manage("check", "--deploy", "--fail-level", "WARNING")
     password = secrets.token_urlsafe(16)

@@ -126,3 +126,35 @@ def wait_until_up(port: int, workdir: Path) -> None:
             conn.close()
         time.sleep(0.1)
     raise SystemExit(f"gunicorn did not start; see {workdir / 'gunicorn.log'} (use --keep)")
+
+
+def lookup_tool_files(name: str, version: int = 1) -> dict[str, bytes]:
+    """A published-looking TypeScript lookup tool's files (TOOL.md and index.ts), as the
+    analytics and backup benches save them."""
+    toolmd = f"""---
+name: {name}
+label: {name.replace("_", " ").title()}
+description: Looks things up for the agent (version {version}); returns text, changes nothing.
+version: {version}
+language: typescript
+timeout: 60
+inputs:
+  query:
+    type: string
+    description: What to look for.
+  limit:
+    type: integer
+    description: How many results.
+    optional: true
+    default: 10
+---
+
+# {name}
+
+Call it with a query. It answers with **text**: a few lines per result.
+"""
+    entry = (
+        "export async function execute(toolCallId: string, params: any) {\n"
+        "  return { content: [{ type: 'text', text: 'ok' }] };\n}\n"
+    )
+    return {"TOOL.md": toolmd.encode(), "index.ts": entry.encode()}

@@ -26,6 +26,7 @@ before trusting a difference of a few milliseconds."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import shutil
 import statistics
@@ -110,6 +111,7 @@ def prepare(url: str) -> str:
     from tools_app.models import AgentToken
 
     call_command("migrate", verbosity=0)
+    call_command("signing_keys", "create", "--if-missing", stdout=io.StringIO())  # publishing signs
     sample = {"source": "bench", "status": 200, "body": {"data": {"id": 1, "status": "READY"}}}
     files = {"TOOL.md": toolmd(url).encode(), "samples/bench.json": json.dumps(sample).encode()}
     save_version("lookup", files, actor=Actor.system(), publish=True)

@@ -24,6 +24,14 @@ off (TOOL_CONSOLE_SPARE_SANDBOXES=off) and the latency measured again: every run
 starts its sandbox cold (the cold ratio, target <= 2.0). The summary's last three lines
 give the three figures against their targets; the last line printed is a JSON object.
 
+Before the throughput, what the secret-usage ledger and the metrics add to a warm run
+(target < 2 ms at the median), side by side: `keyed`, the same trivial tool declaring an
+integration with one secret (so each run reads it, writes a ledger row before it starts
+and its outcome after), interleaved with `trivial`; and, in this process on the same
+database, the ledger's own append + outcome and what metrics and JSON logs add to a run
+(the request id middleware's bind, the run's three log lines). Metrics are counted from
+the database when scraped (tools_app/ops/metrics.py): nothing per run.
+
 The machine's other load shows in every figure: compare two checkouts by running them
 back to back, several times in alternation."""
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
 import os
 import shutil
@@ -56,6 +65,7 @@ from benchserver import (
 
 TARGET_RATIO = 1.0  # warm: through the API with a spare sandbox vs the bare node harness
 COLD_TARGET_RATIO = 2.0  # spare sandboxes off
+OVERHEAD_TARGET_MS = 2.0  # what the ledger and metrics may add to a warm run
 TARGET_PERCENT_OF_IDEAL = 80.0  # throughput of the 100 ms tool
 SLEEP_SECONDS = 0.1
 WEB_WORKERS = 2
@@ -93,6 +103,7 @@ def main() -> int:
         result = {
             "broker": broker.split(":", 1)[0],
             **measure_latency(api, console.workdir, args.runs),
+            **measure_overhead(api, args.runs),
             **measure_throughput(api, args.throughput_runs),
         }
         print("\nspare sandboxes off: every run starts cold", flush=True)
@@ -188,19 +199,35 @@ def prepare() -> str:
     from tools_app.models import AgentToken
 
     call_command("migrate", verbosity=0)
+    call_command("signing_keys", "create", "--if-missing", stdout=io.StringIO())  # publishing signs
     publish("trivial", TRIVIAL_TS)
     publish("sleepy", SLEEP_TS)
+    from django.conf import settings
+
+    from tools_app.audit import Actor
+    from tools_app.integrations.service import create_integration
+
+    # The bench's seed folder is empty: give it the shipped type the `keyed` tool uses.
+    types = Path(settings.SEED_PATH) / "integrations"
+    types.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "seed" / "integrations" / "openai.yaml", types)
+    create_integration(
+        "benchkey", "openai", actor=Actor.system(), secrets={"api_key": "sk-bench-not-secret"}
+    )
+    publish("keyed", TRIVIAL_TS, integrations=("benchkey",))
     _, raw = AgentToken.issue("bench", ["tools:invoke"])
     return raw
 
 
-def publish(name: str, source: str = TRIVIAL_TS) -> None:
+def publish(name: str, source: str = TRIVIAL_TS, integrations: tuple[str, ...] = ()) -> None:
     """Save and publish a TypeScript tool taking an optional integer `n` (after django.setup())."""
     from tools_app.audit import Actor
     from tools_app.catalog.versions import save_version
 
+    declared = f"integrations: [{', '.join(integrations)}]\n" if integrations else ""
     toolmd = (
         f"---\nname: {name}\ndescription: Benchmark tool {name}.\nlanguage: typescript\n"
+        f"{declared}"
         "inputs:\n  n:\n    type: integer\n    description: A number.\n"
         "    optional: true\n---\n\n# Bench\n"
     )
@@ -289,9 +316,11 @@ def run_direct(argv: list[str], folder: Path, n: int) -> float:
     return elapsed
 
 
-def run_api(api: Api, n: int, phases: dict[str, list[float]] | None = None) -> float:
+def run_api(
+    api: Api, n: int, phases: dict[str, list[float]] | None = None, tool: str = "trivial"
+) -> float:
     started = time.perf_counter()
-    body = api.wait(api.invoke("trivial", {"n": n}))
+    body = api.wait(api.invoke(tool, {"n": n}))
     elapsed = time.perf_counter() - started
     if body["status"] != "succeeded" or body["result"]["content"][0]["text"] != f"ok {n}":
         raise SystemExit(f"the API run failed: {body['status']} {body['result']}")
@@ -338,6 +367,84 @@ def measure_latency(api: Api, workdir: Path, runs: int) -> dict:
             name: round(statistics.median(values) * 1000, 1) for name, values in phases.items()
         },
     }
+
+
+def measure_overhead(api: Api, runs: int) -> dict:
+    """What the ledger and the metrics add to a warm run (see the module docstring)."""
+    print("\nwarm runs without and with a secret (a ledger row each)", flush=True)
+    for n in range(3):
+        run_api(api, n, tool="keyed")
+    plain, keyed = [], []
+    for n in range(runs):
+        time.sleep(SETTLE_SECONDS)
+        plain.append(run_api(api, n))
+        time.sleep(SETTLE_SECONDS)
+        keyed.append(run_api(api, n, tool="keyed"))
+        ms = (plain[-1] * 1000, keyed[-1] * 1000)
+        print(f"run {n + 1:2d}: trivial {ms[0]:7.1f} ms   keyed {ms[1]:7.1f} ms", flush=True)
+    ledger_ms = ledger_append_ms(200)
+    metrics_ms = run_observability_ms(2000)
+    return {
+        "trivial_median_ms": round(statistics.median(plain) * 1000, 1),
+        "keyed_median_ms": round(statistics.median(keyed) * 1000, 1),
+        "ledger_append_median_ms": round(ledger_ms, 3),
+        "metrics_and_logs_median_ms": round(metrics_ms, 3),
+        "overhead_target_ms": OVERHEAD_TARGET_MS,
+    }
+
+
+def ledger_append_ms(count: int) -> float:
+    """Median of the ledger's append (row + chain head) and its outcome UPDATE for one run
+    with one secret, on the bench's database, as the worker makes them."""
+    from tools_app.audit import Actor
+    from tools_app.integrations import ledger
+    from tools_app.integrations.environment import Delivered
+    from tools_app.models import Integration, Tool
+    from tools_app.models.runs import RunVia
+    from tools_app.runs import start
+
+    tool = Tool.objects.get(name="keyed")
+    run = start.start_run(
+        tool.published_version, {}, actor=Actor.system(), via=RunVia.API, enqueue=False
+    )
+    integration = Integration.objects.get(slug="benchkey")
+    delivered = [Delivered("benchkey", integration.pk, ("api_key",), ("",), ("sk-bench",))]
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        grant = ledger.append(run, delivered)
+        ledger.record_outcome(grant, "succeeded")
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def run_observability_ms(count: int) -> float:
+    """Median of what JSON logs and the request id add to one run: the web's bind and
+    "queued" line, the worker's bind, "received" and "done" lines, and clears."""
+    import logging
+
+    from tools_app.ops import logcontext
+
+    logger = logging.getLogger("bench.invoke.logs")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.StreamHandler(io.StringIO())
+    handler.setFormatter(logcontext.JsonFormatter())
+    handler.addFilter(logcontext.ContextFilter())
+    logger.handlers = [handler]
+    run_id, request_id = uuid.uuid4(), uuid.uuid4().hex
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        logcontext.bind(request=request_id)
+        logger.info("run %s queued: %s v%s via %s", run_id, "trivial", 1, "api")
+        logcontext.clear()
+        logcontext.bind(request=request_id, run=str(run_id))
+        logger.info("run %s received", run_id)
+        logger.info("run %s done in %.0f ms", run_id, 12.0)
+        logcontext.clear()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
 
 
 def measure_throughput(api: Api, count: int) -> dict:
@@ -388,7 +495,19 @@ def report(result: dict) -> None:
         f"{result['throughput_seconds']} s; at most {result['ideal_runs_per_second']} "
         "if runs cost nothing but the sleep)"
     )
+    added = result["ledger_append_median_ms"] + result["metrics_and_logs_median_ms"]
+    added_ok = added < OVERHEAD_TARGET_MS
+    print(
+        f"warm runs: trivial {result['trivial_median_ms']} ms, keyed (a secret and its ledger "
+        f"row) {result['keyed_median_ms']} ms; in this process: ledger append + outcome "
+        f"{result['ledger_append_median_ms']:.3f} ms, metrics and logs "
+        f"{result['metrics_and_logs_median_ms']:.3f} ms a run"
+    )
     print()
+    print(
+        f"ledger + metrics  {added:.2f} ms a warm run (target < {OVERHEAD_TARGET_MS:g} ms: "
+        f"{verdict(added_ok)})"
+    )
     print(
         f"throughput  {result['runs_per_second']:.2f} runs/s = {result['percent_of_ideal']}% "
         f"of ideal (target >= {TARGET_PERCENT_OF_IDEAL:g}%: {verdict(share_ok)})"

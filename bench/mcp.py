@@ -19,6 +19,7 @@ The last line printed is a JSON object."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import statistics
 import sys
@@ -67,6 +68,7 @@ def prepare() -> str:
     from tools_app.models import AgentToken
 
     call_command("migrate", verbosity=0)
+    call_command("signing_keys", "create", "--if-missing", stdout=io.StringIO())  # publishing signs
     publish("trivial", TRIVIAL_TS)
     _, raw = AgentToken.issue("bench", ["registry:read", "tools:invoke"])
     return raw

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
 import os
 import re
@@ -84,6 +85,7 @@ def prepare(count: int) -> str:
 
     started = time.monotonic()
     call_command("migrate", verbosity=0)
+    call_command("signing_keys", "create", "--if-missing", stdout=io.StringIO())  # publishing signs
     actor = Actor.system()
     for i in range(count):
         name = f"tool_{i:04d}"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import io
 import os
 import resource
 import statistics
@@ -143,6 +144,7 @@ def sides(
     from tools_app.runs import start
 
     call_command("migrate", verbosity=0)
+    call_command("signing_keys", "create", "--if-missing", stdout=io.StringIO())  # publishing signs
     from invoke import publish
 
     publish("trivial", TRIVIAL_TS)

@@ -22,6 +22,7 @@ django_app = WSGIMiddleware(
 
 from tools_app.api import mcp as mcp_server  # noqa: E402  (needs the apps loaded)
 from tools_app.models.tokens import Scope  # noqa: E402
+from tools_app.ops import logcontext  # noqa: E402
 
 MCP_PATHS = ("/mcp", "/mcp/")
 MCP_SCOPES = (Scope.REGISTRY_READ, Scope.TOOLS_INVOKE)
@@ -99,7 +100,19 @@ async def mcp(scope, receive, send) -> None:
     client = scope.get("client") or (None, None)
     mcp_server.current_token.set(token)
     mcp_server.current_ip.set(client[0])
-    await mcp_server.asgi_app(scope, receive, send)
+    # As RequestContextMiddleware does for Django: a tool call's run and its log lines
+    # carry this request's id, and the answer names it.
+    raw = headers.get("x-request-id", b"").decode("latin-1")
+    request_id = logcontext.sane_request_id(raw) or logcontext.new_request_id()
+    logcontext.request_id.set(request_id)
+
+    async def send_with_id(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            extra = [(b"x-request-id", request_id.encode())]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    await mcp_server.asgi_app(scope, receive, send_with_id)
 
 
 async def read_body(receive) -> tuple[bytes, list[dict]]:

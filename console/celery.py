@@ -94,6 +94,43 @@ def close_old_connections(**kwargs) -> None:
     close_old_connections()
 
 
+@signals.task_prerun.connect
+def bind_log_context(task=None, args=None, **kwargs) -> None:
+    """A run's log lines in the worker carry the request id that started it (a message
+    header) and its run id (tools_app/ops/logcontext.py)."""
+    from tools_app.ops import logcontext
+    from tools_app.runs.start import EXECUTE_RUN_TASK, REQUEST_ID_HEADER
+
+    request = getattr(task, "request", None)
+    headers = getattr(request, "headers", None) or {}
+    raw = getattr(request, REQUEST_ID_HEADER, None) or headers.get(REQUEST_ID_HEADER)
+    run = str(args[0]) if getattr(task, "name", "") == EXECUTE_RUN_TASK and args else ""
+    logcontext.bind(request=logcontext.sane_request_id(raw), run=run)
+
+
+@signals.task_postrun.connect
+def clear_log_context(**kwargs) -> None:
+    from tools_app.ops import logcontext
+
+    logcontext.clear()
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def json_log_lines(logger=None, **kwargs) -> None:
+    """Celery replaces the root logger's handlers with its own: with CONSOLE_LOG_FORMAT=json
+    they write the console's JSON lines instead of its text format."""
+    from django.conf import settings
+
+    from tools_app.ops import logcontext
+
+    if settings.LOG_FORMAT != "json" or logger is None:
+        return
+    for handler in logger.handlers:
+        handler.setFormatter(logcontext.JsonFormatter())
+        handler.addFilter(logcontext.ContextFilter())
+
+
 @signals.worker_process_shutdown.connect
 def discard_spare_sandbox(**kwargs) -> None:
     """A pool process that stops takes its spare sandbox down with it, folder included

@@ -93,6 +93,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request id covers every later log line, the latency the whole response.
+    "tools_app.middleware.RequestContextMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -244,6 +246,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 # development key file in STATE_DIR (and a warning banner).
 CONSOLE_ENCRYPTION_KEYS = envlist("CONSOLE_ENCRYPTION_KEYS", "")
 ENCRYPTION_KEY_FILE = STATE_DIR / "encryption.key"
+# The signing root public key (base64 of the raw 32 bytes) the console trusts keys.json by
+# (docs/signing.md). Unset: the pin written to DATA_PATH/signing/root.json when the key
+# ring was created. Never the database alone, so a database edit cannot swap the root.
+CONSOLE_SIGNING_ROOT_KEY = os.getenv("CONSOLE_SIGNING_ROOT_KEY", "").strip()
 
 # Celery. The default broker is kombu's filesystem transport: no server needed, and a real
 # worker process consumes from it. Run state lives in the database, so results are ignored.
@@ -287,7 +293,14 @@ CELERY_BEAT_SCHEDULE = {
     "reap-lost-runs": {"task": "tools_app.tasks.reap_lost_runs", "schedule": 15.0},
     # OAuth tokens due within twice the margin are refreshed before a run waits for them.
     "refresh-oauth-tokens": {"task": "tools_app.tasks.refresh_oauth_tokens", "schedule": 60.0},
+    # The secret-usage ledger's retention (tools_app/integrations/ledger.py prune).
+    "prune-secret-ledger": {"task": "tools_app.tasks.prune_secret_ledger", "schedule": 3600.0},
+    # The Analytics tab's hourly rollups (tools_app/analytics/rollup.py): each hour is
+    # rolled up within minutes of closing, before a page needs to.
+    "roll-up-runs": {"task": "tools_app.tasks.roll_up_runs", "schedule": 300.0},
 }
+# Secret-usage ledger rows older than this are deleted (the chain's checkpoint is kept).
+LEDGER_RETENTION_DAYS = envint("CONSOLE_LEDGER_RETENTION_DAYS", "365")
 # A token this close to expiry is refreshed before a run gets it (tools_app/integrations/oauth.py).
 OAUTH_REFRESH_MARGIN = envint("CONSOLE_OAUTH_REFRESH_MARGIN", "300")
 
@@ -320,14 +333,43 @@ CASES_PUBLISH_WAIT_SECONDS = envint("CONSOLE_CASES_PUBLISH_WAIT_SECONDS", "120")
 # Each worker writes a WorkerHeartbeat row this often; one older than three beats is dead.
 WORKER_HEARTBEAT_SECONDS = float(os.getenv("CONSOLE_WORKER_HEARTBEAT_SECONDS", "5"))
 
+# Log lines: "plain" text, or "json" (one object a line with the request id and run id that
+# follow a run from the web to the worker, tools_app/ops/logcontext.py): the default where
+# CONSOLE_SECRET_KEY is set, i.e. in production, as for the HTTPS settings.
+LOG_FORMAT = (
+    os.getenv("CONSOLE_LOG_FORMAT", "json" if os.getenv("CONSOLE_SECRET_KEY") else "plain")
+    .strip()
+    .lower()
+)
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"CONSOLE_LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "tools_app.ops.logcontext.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "tools_app.ops.logcontext.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.getenv("CONSOLE_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# /metrics (tools_app/views/metrics.py): open to anyone when on (a private scrape network),
+# else only to agent tokens with the metrics:read scope. What it reads from the database
+# is computed at most once per CONSOLE_METRICS_CACHE_SECONDS, whoever scrapes.
+METRICS_PUBLIC = envbool("CONSOLE_METRICS_PUBLIC", "False")
+METRICS_CACHE_SECONDS = float(os.getenv("CONSOLE_METRICS_CACHE_SECONDS", "10"))
+if METRICS_PUBLIC:
+    # A scraper on the private network may speak plain HTTP: no token rides on it then.
+    SECURE_REDIRECT_EXEMPT.append(r"^metrics$")
 
 # --------------------------------------------------------------------------------------
 # Trust boundary around the edges (docs/security.md, "Around the edges").

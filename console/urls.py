@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from tools_app.api.urls import healthz
+from tools_app.views.metrics import metrics
 from tools_app.views.system import favicon
 
 admin.site.site_header = "Tool Console administration"
@@ -28,6 +29,8 @@ urlpatterns = [
     path("healthz", healthz, name="healthz_root"),
     # Browsers ask for /favicon.ico whatever the page says: send them to the static icon.
     path("favicon.ico", favicon, name="favicon"),
+    # Prometheus (tools_app/views/metrics.py): a metrics:read token, or CONSOLE_METRICS_PUBLIC.
+    path("metrics", metrics, name="metrics"),
     path("accounts/", include(auth_patterns)),
     path("api/", include("tools_app.api.urls")),
     path("", include("tools_app.urls")),

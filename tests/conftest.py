@@ -19,6 +19,7 @@ from django.test import Client
 
 from tests.support import TEMPLATES, FakeClock, in_ci, make_user, require, tool_files
 from tests.support.stand_in import Answer, StandIn
+from tests.support.worker import CeleryWorker, pin_root
 from tools_app.audit import Actor
 from tools_app.models import Tool
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER
@@ -26,6 +27,49 @@ from tools_app.roles import ADMIN, DEVELOPER, VIEWER
 # Runs in this process start cold: no spare sandbox churning in the background between
 # tests (tests/runner/test_runner_standby.py turns spares on; real workers have them on).
 os.environ.setdefault("TOOL_CONSOLE_SPARE_SANDBOXES", "off")
+
+
+# What makes a test reach the database in this process (pytest-django's fixtures).
+DATABASE_FIXTURES = (
+    "db",
+    "transactional_db",
+    "live_server",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that reach the database, browser tests aside (dev.py's "
+        "PostgreSQL run: the others cannot tell the databases apart, and ran on SQLite)",
+    )
+
+
+def reaches_database(item: pytest.Item) -> bool:
+    return bool(
+        set(DATABASE_FIXTURES) & set(getattr(item, "fixturenames", ()))
+        or item.get_closest_marker("django_db")
+        or item.get_closest_marker("database")
+    )
+
+
+def repeated_on_postgresql(item: pytest.Item) -> bool:
+    """Browser tests check what Chromium shows (layout, scripts, axe, the keyboard): the
+    database work of every page they visit is the view tests', which run on both."""
+    return reaches_database(item) and item.get_closest_marker("browser") is None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("database_tests_only"):
+        return
+    # Deselected, not skipped: each of these ran in the SQLite run of the same command.
+    others = [item for item in items if not repeated_on_postgresql(item)]
+    if others:
+        config.hook.pytest_deselected(items=others)
+        items[:] = [item for item in items if repeated_on_postgresql(item)]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -115,6 +159,37 @@ def isolated_state(tmp_path: Path, settings) -> Path:
     settings.RUNS_WORK_PATH = state / "runs"
     settings.ENCRYPTION_KEY_FILE = state / "encryption.key"
     return state
+
+
+@pytest.fixture(autouse=True)
+def signing_key_ring(request: pytest.FixtureRequest, isolated_state: Path) -> None:
+    """Every test that uses the database gets a signing key ring (docs/signing.md), as
+    `signing_keys create --if-missing` gives a console at start, so publishing signs. A
+    test of "no key" deletes the keys. The ring's own audit event is not written, so
+    tests that read the (append-only) audit log see only what they did."""
+    used = next((name for name in DATABASE_FIXTURES if name in request.fixturenames), None)
+    if used is None and request.node.get_closest_marker("django_db") is None:
+        return
+    if used is not None:
+        request.getfixturevalue("transactional_db" if used == "live_server" else used)
+    # A test with the Celery worker (tests/support/worker.py): the keys are sealed under the
+    # encryption key this process shares with it, and its DATA_PATH (the live console's
+    # too) pins the same root.
+    workers = [name for name in request.fixturenames if name.endswith("worker")]
+    if "console_url" in request.fixturenames:
+        # The live console alone (MCP) verifies what it lists and calls: same DATA_PATH.
+        workers.append("celery_worker_process")
+    # First: a worker fixture sets the encryption keys the ring is then sealed under.
+    workers = [w for w in map(request.getfixturevalue, workers) if isinstance(w, CeleryWorker)]
+    from tools_app.signing import keyring
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keyring, "record", lambda *args, **kwargs: None)
+        keyring.ensure(actor=Actor.system())
+    keyring.signer()  # unsealed now: a test may change the encryption keys later
+    pin_root()  # every worker started so far, by any fixture
+    for worker in workers:
+        pin_root(worker.root / "data")
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ PACKAGES = ("tools_app", "console")
 # Modules the parser must reach neither directly nor through other project modules.
 PURE = ("tools_app.manifest.toolmd", "tools_app.manifest.folder", "tools_app.http_tools.checks")
 PURE += tuple(f"tools_app.cases.{m}" for m in ("document", "evaluate", "propose", "write"))
+# What signs and verifies (docs/signing.md) runs the same in any process, from its arguments.
+PURE += tuple(f"tools_app.signing.{m}" for m in ("canonical", "envelope", "statement", "trust"))
 FORBIDDEN = ("django.conf", "tools_app.models", "tools_app.integrations")
 
 # Packages whose modules know nothing of Django, and what none of them may import: Django
@@ -270,7 +272,7 @@ CONCEPT_PACKAGES = (
     "http_tools/openapi",
     "egress",
 )
-CONCEPT_PACKAGES += ("runs", "ops", "integrations", "views", "forms")
+CONCEPT_PACKAGES += ("runs", "ops", "integrations", "views", "forms", "signing")
 
 
 @pytest.mark.parametrize("package", CONCEPT_PACKAGES)

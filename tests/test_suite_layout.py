@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,39 @@ def test_it_makes_every_folder_of_tests_a_package():
     its own dotted name."""
     folders = sorted({path.parent for path in suite_modules()})
     assert [str(f.relative_to(TESTS)) for f in folders if not (f / "__init__.py").is_file()] == []
+
+
+def collected(*args: str) -> set[str]:
+    """The test ids pytest collects with these arguments, in a process of its own."""
+    found = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
+    return {line for line in found.stdout.splitlines() if "::" in line}
+
+
+def test_the_postgresql_run_keeps_every_test_that_reaches_the_database():
+    """dev.py's PostgreSQL run (--database-tests-only) drops the tests with no database
+    fixture and the browser tests, and keeps those marked `database` (a process they start
+    uses it)."""
+    files = [
+        "tests/views/test_time_zone.py",
+        "tests/catalog/test_sync.py",
+        "tests/browser/test_browser_ui.py",
+    ]
+    every = collected(*files)
+    kept = collected("--database-tests-only", *files)
+    dropped = every - kept
+    assert kept < every
+    assert "tests/views/test_time_zone.py::test_it_refuses_a_zone_that_does_not_exist" in dropped
+    race = "tests/catalog/test_sync.py::test_several_processes_starting_at_once_sync_safely"
+    assert race in kept
+    # Kept: the tests that ask for the database. Dropped: the others, and browser tests.
+    assert any("test_sync.py::" in test for test in kept - {race})
+    assert not any("test_browser_ui.py::" in test for test in kept)
+    assert any("test_browser_ui.py::" in test for test in every)
+    assert all("test_sync.py::" not in test for test in dropped)

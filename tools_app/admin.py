@@ -16,10 +16,12 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
 from django.db import DataError, NotSupportedError, transaction
 from django.db.models import F, QuerySet, TextField
 from django.db.models.functions import Cast
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseBadRequest, StreamingHttpResponse
+from django.urls import path
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -27,6 +29,7 @@ from tools_app.audit import Actor, record
 from tools_app.audit_targets import attach_targets, target_label, target_url
 from tools_app.catalog.presets import set_allow_test_runs as set_preset_test_runs
 from tools_app.catalog.versions import set_enabled
+from tools_app.integrations import ledger, ledger_export
 from tools_app.integrations.policy import set_allow_test_runs
 from tools_app.lib import nesting
 from tools_app.models import (
@@ -37,10 +40,16 @@ from tools_app.models import (
     EgressException,
     Integration,
     IntegrationSecret,
+    KeysDocument,
+    LedgerHead,
     OAuthConnection,
     Run,
     RunArtifact,
+    RunHour,
+    RunHourMark,
     RunUpdate,
+    SecretUse,
+    SigningKey,
     Tool,
     ToolPreset,
     ToolVersion,
@@ -303,8 +312,107 @@ class ToolVersionAdmin(ReadOnlyAdmin):
         qs = super().get_queryset(request)
         # The change page shows the files; the list does not need them.
         if request.resolver_match and request.resolver_match.url_name.endswith("changelist"):
-            qs = qs.defer("toolmd", "manifest", "files")
+            qs = qs.defer("toolmd", "manifest", "files", "signature")
         return qs
+
+
+# --- Signing keys (docs/signing.md): managed with `manage.py signing_keys` only ----------
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnlyAdmin):
+    list_display = ("key_id", "role", "created_at", "retired_at", "created_by")
+    list_filter = ("role",)
+    list_select_related = ("created_by",)
+    # Never "private_key_sealed": sealed, but still the one thing an attacker wants.
+    fields = ("key_id", "role", "public_key", "created_at", "retired_at", "created_by")
+
+
+@admin.register(KeysDocument)
+class KeysDocumentAdmin(ReadOnlyAdmin):
+    list_display = ("serial", "issued_at", "expires_at")
+    fields = ("serial", "issued_at", "expires_at", "envelope")
+
+
+# --- The secret-usage ledger (tools_app/integrations/ledger.py): append-only ----------
+
+
+@admin.register(SecretUse)
+class SecretUseAdmin(ReadOnlyAdmin):
+    """Auditors read, filter and export the ledger; nobody changes it, here or anywhere.
+    The export links keep the list's filters (the same query string)."""
+
+    list_display = (
+        "seq",
+        "created_at",
+        "integration",
+        "field_names",
+        "tool",
+        "version",
+        "draft",
+        "who",
+        "via",
+        "outcome",
+    )
+    list_display_links = ("seq",)
+    list_filter = (
+        "integration",
+        "token_name",
+        "tool",
+        "via",
+        "draft",
+        "outcome",
+        ("created_at", admin.DateFieldListFilter),
+    )
+    search_fields = ("integration", "tool", "username", "token_name", "=run_id")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    change_list_template = "admin/tools_app/secretuse/change_list.html"
+    # The fingerprints are keyed HMACs, not values; shown so an auditor can compare rows.
+    fields = (*ledger.GRANT_FIELDS, "outcome", "prev_hash", "row_hash", "outcome_mac")
+
+    def get_actions(self, request: HttpRequest):
+        return {}
+
+    @admin.display(description="fields")
+    def field_names(self, row: SecretUse) -> str:
+        return ", ".join(row.fields)
+
+    @admin.display(description="started by")
+    def who(self, row: SecretUse) -> str:
+        return row.who
+
+    def get_urls(self):
+        export = self.admin_site.admin_view(self.export)
+        # One route per format: nothing in the URL for a visitor to make up.
+        return [
+            *(
+                path(f"export.{fmt}", export, {"fmt": fmt}, name=f"tools_app_secretuse_{fmt}")
+                for fmt in ledger_export.FORMATS
+            ),
+            *super().get_urls(),
+        ]
+
+    def export(self, request: HttpRequest, fmt: str):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            changelist = self.get_changelist_instance(request)
+            rows = changelist.get_queryset(request)
+        except (IncorrectLookupParameters, ValueError, OverflowError) as exc:
+            return HttpResponseBadRequest(f"bad filter: {type(exc).__name__}")
+        content_type, lines = ledger_export.FORMATS[fmt]
+        response = StreamingHttpResponse(lines(rows.order_by("seq")), content_type=content_type)
+        stamp = timezone.localtime().strftime("%Y%m%d-%H%M%S")
+        response["Content-Disposition"] = f'attachment; filename="secret-ledger-{stamp}.{fmt}"'
+        return response
+
+
+@admin.register(LedgerHead)
+class LedgerHeadAdmin(ReadOnlyAdmin):
+    list_display = ("__str__", "last_seq", "pruned_seq", "pruned_rows", "pruned_at")
+    # Never "secret_sealed".
+    fields = ("last_seq", "last_hash", "pruned_seq", "pruned_hash", "pruned_rows", "pruned_at")
 
 
 # --- Integrations and tokens -----------------------------------------------------------
@@ -516,6 +624,25 @@ class RunAdmin(SafeJsonAdmin, ReadOnlyAdmin):
     notices_shown = json_display("notices")
     response_shown = json_display("response")
     inlines = [RunArtifactInline, RunUpdateInline]
+
+
+@admin.register(RunHour)
+class RunHourAdmin(ReadOnlyAdmin):
+    """The Analytics tab's hourly rollups (tools_app/analytics/rollup.py), rebuilt from the
+    runs: looked at, never edited."""
+
+    list_display = ("tool", "version", "hour", "runs", "errors", "in_progress", "stale")
+    search_fields = ("tool__name",)
+    list_select_related = ("tool", "version")
+    # The sorted values as stored (8-byte doubles); their counts say enough here.
+    exclude = ("durations", "waits")
+
+
+@admin.register(RunHourMark)
+class RunHourMarkAdmin(ReadOnlyAdmin):
+    list_display = ("tool", "since", "through")
+    search_fields = ("tool__name",)
+    list_select_related = ("tool",)
 
 
 @admin.register(RunUpdate)

@@ -24,7 +24,7 @@ def console(request: HttpRequest) -> dict:
 
 
 # The first part of a path, for the nav's aria-current: tools/-/new/ is under Tools.
-_SECTIONS = {"tools", "runs", "integrations", "tokens", "audit", "system", "docs"}
+_SECTIONS = {"tools", "runs", "analytics", "integrations", "tokens", "audit", "system", "docs"}
 # A check of a version's cases is a page of its tool.
 _UNDER = {"checks": "tools"}
 

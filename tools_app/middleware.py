@@ -1,4 +1,11 @@
-"""A page that says the database is down, instead of a 500 (issue 10).
+"""The request's context (its id, its latency) and a page that says the database is down.
+
+RequestContextMiddleware, first of all: every log line of a request carries its request id
+(a tame incoming X-Request-ID, else a new one, sent back in the response's X-Request-ID)
+and, on the pages and API calls of one run, that run's id (tools_app/ops/logcontext.py);
+the request's latency goes to /metrics (tools_app/ops/metrics.py).
+
+DatabaseDownMiddleware: a page that says the database is down, instead of a 500 (issue 10).
 
 Every signed-in page reads the session and the user from the database, so when it does not
 answer each page failed with "Something went wrong". The exception is caught where Django
@@ -7,15 +14,45 @@ really does not answer is the 503 page sent (any other database error stays a lo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
-from tools_app.ops import health
+from tools_app.ops import health, logcontext, metrics
 
 RETRY_AFTER_SECONDS = 30
+REQUEST_ID_HEADER = "X-Request-ID"
+
+
+class RequestContextMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        incoming = request.headers.get(REQUEST_ID_HEADER)
+        request_id = logcontext.sane_request_id(incoming) or logcontext.new_request_id()
+        request.request_id = request_id  # type: ignore[attr-defined]
+        with logcontext.bound(request=request_id, run=""):
+            response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        match = getattr(request, "resolver_match", None)
+        view = (match.view_name if match is not None else "") or "other"
+        metrics.observe_request(
+            request.method or "", view, response.status_code, time.perf_counter() - started
+        )
+        return response
+
+    def process_view(
+        self, request: HttpRequest, view_func: Callable, view_args: tuple, view_kwargs: dict
+    ) -> None:
+        # A run's page, its updates, cancel, artifacts and the API's run calls: their lines
+        # carry the run id too, so one grep finds the run's whole story ("and back").
+        if run_id := view_kwargs.get("run_id"):
+            logcontext.bind(run=str(run_id))
 
 
 class DatabaseDownMiddleware:

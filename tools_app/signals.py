@@ -9,13 +9,15 @@ from axes.signals import user_locked_out
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
+from django.db import transaction
 from django.db.backends.signals import connection_created
 from django.db.models.signals import m2m_changed, post_delete, post_migrate, post_save
 from django.dispatch import receiver
 
 from tools_app import roles
+from tools_app.catalog import integrity
 from tools_app.integrations import vault
-from tools_app.models import AgentToken, Tool
+from tools_app.models import AgentToken, KeysDocument, Tool, ToolVersion
 from tools_app.ops import statedir
 from tools_app.views.auth import record_lockout
 
@@ -64,3 +66,15 @@ def forget_revision(**kwargs: Any) -> None:
     from tools_app.api import conditional
 
     conditional.forget_revision()
+
+
+@receiver(post_save, sender=Tool, dispatch_uid="integrity-forget-tool-save")
+@receiver(post_delete, sender=Tool, dispatch_uid="integrity-forget-tool-delete")
+@receiver(post_save, sender=ToolVersion, dispatch_uid="integrity-forget-version-save")
+@receiver(post_save, sender=KeysDocument, dispatch_uid="integrity-forget-keys-save")
+def forget_seals(**kwargs: Any) -> None:
+    """This process's next look at the published tools' signatures asks the database
+    (a publish, a re-signature or a new keys.json shows at once)."""
+    integrity.forget()
+    # Again after the commit: a look between the save and the commit saw the old rows.
+    transaction.on_commit(integrity.forget)

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from tools_app.views import (
+    analytics,
     audit,
     cases,
     docs,
@@ -57,6 +58,9 @@ urlpatterns = [
     path("tools/<str:name>/source/", tools.tool_source, name="tool_source"),
     path("tools/<str:name>/registry/", tools.tool_registry, name="tool_registry"),
     path("tools/<str:name>/versions/<int:number>/cases/", cases.tool_cases, name="tool_cases"),
+    path("tools/<str:name>/analytics/", analytics.tool_analytics, name="tool_analytics"),
+    # The console's run analytics (tools_app/views/analytics.py)
+    path("analytics/", analytics.console_analytics, name="analytics"),
     # Documentation (tools_app/views/docs.py, docs/*.md)
     path("docs/", docs.docs_index, name="docs"),
     path("docs/<slug:page>/", docs.docs_page, name="docs_page"),
@@ -143,8 +147,10 @@ urlpatterns = [
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/new/", tokens.token_create, name="token_create"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),
+    path("tokens/<int:pk>/pins/", tokens.token_pins, name="token_pins"),
     # The audit log (tools_app/views/audit.py)
     path("audit/", audit.audit_list, name="audit"),
+    path("audit/secrets/find/", audit.secret_find, name="secret_find"),
     # Health (tools_app/views/system.py)
     path("system/", system.system, name="system"),
     path("system/egress/", system.egress_allow, name="egress_allow"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import zipfile
 
 import pytest
@@ -19,6 +20,8 @@ from tools_app.catalog import bundle, datapath, shim
 from tools_app.catalog.sync import sync_tools
 from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.models import Tool
+from tools_app.signing import keyring, statement
+from tools_app.signing import versions as signing
 
 MANIFEST = "/api/v1/sync/manifest"
 
@@ -74,6 +77,7 @@ def test_it_matches_what_the_console_mirrors_into_data_path(db, client, settings
         folder = datapath.tools_dir(settings.DATA_PATH) / entry["name"]
         on_disk = bundle.read_tool_dir(folder)
         on_disk.pop(datapath.MARKER)
+        assert json.loads(on_disk.pop(datapath.SIGNATURE_FILE)) == entry["signature"]
         assert bundle.canonical_sha256(on_disk) == entry["sha256"]
         assert {f["path"]: f["sha256"] for f in entry["files"]} == {
             path: hashlib.sha256(data).hexdigest() for path, data in on_disk.items()
@@ -189,3 +193,38 @@ def test_it_fingerprints_the_http_template_too(tmp_path, monkeypatch):
         shim.fingerprint.cache_clear()
         shim._http_template.cache_clear()
     assert shim.fingerprint() == before
+
+
+def test_it_carries_each_versions_signature_model_view_and_digest(make_tool, client):
+    make_tool("alpha", language="python")
+    body = client.get(MANIFEST).json()
+    assert body["keys_url"] == "/api/v1/signing/keys.json"
+    (entry,) = body["tools"]
+    version = Tool.objects.get(name="alpha").published_version
+    assert entry["signature"] == version.signature
+    assert entry["model"] == statement.model_view(version.manifest)
+    assert entry["digest"] == signing.digest(version)
+    signed = keyring.keyset().open_manifest(entry["signature"])
+    assert signed["sha256"] == entry["sha256"]  # the files as mirrored, generated index.js too
+    assert signed["model"] == statement.model_digest(entry["model"])
+
+
+def test_it_lists_a_re_signed_tool_as_updated_since_a_revision(make_tool, client):
+    """A key rotation re-signs versions without changing a file: a client that asks what
+    changed must hear of the new signature (and a new keys.json is a new revision)."""
+    make_tool("alpha")
+    make_tool("beta")
+    first = client.get(MANIFEST).json()
+    reset_api_caches()
+    assert client.get(f"{MANIFEST}?since={first['revision']}").json()["tools"] == []
+
+    signing.sign(Tool.objects.get(name="alpha").published_version, publisher="system")
+    reset_api_caches()
+    changes = client.get(f"{MANIFEST}?since={first['revision']}").json()
+    assert changes["revision"] != first["revision"]
+    assert [(t["name"], t["change"]) for t in changes["tools"]] == [("alpha", "updated")]
+    assert changes["keys_url"] == first["keys_url"]
+
+    keyring.rotate(actor=Actor.system())
+    reset_api_caches()
+    assert client.get(MANIFEST).json()["revision"] != changes["revision"]

@@ -41,11 +41,12 @@ def test_it_serves_an_openapi_document_listing_the_agent_endpoints(openapi):
     assert scheme == {"type": "http", "scheme": "bearer"}
 
 
-def test_it_documents_the_format_and_strict_parameters(openapi):
-    param, strict = openapi["paths"]["/api/v1/registry"]["get"]["parameters"]
+def test_it_documents_the_format_strict_and_signatures_parameters(openapi):
+    param, strict, signatures = openapi["paths"]["/api/v1/registry"]["get"]["parameters"]
     assert param["name"] == "format"
     assert param["in"] == "query"
     assert strict["name"] == "strict" and strict["schema"]["type"] == "boolean"
+    assert signatures["name"] == "signatures" and signatures["schema"]["type"] == "boolean"
     enum = openapi["components"]["schemas"]["Format"]["enum"]
     assert enum == list(FORMATS) == [f.value for f in Format]
 

@@ -25,8 +25,10 @@ from tests.seed.test_seed_tools import (  # noqa: F401 (fixtures)
     fake_web,
 )
 from tests.support import require
+from tests.support.sync_client import write_signed_tool
 from tools_app.catalog import datapath, shim
 from tools_app.catalog.sync import sync_tools
+from tools_app.manifest.toolmd import parse_toolmd
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
@@ -252,12 +254,11 @@ def execute(tool_call_id, params, signal, on_update):
 
 
 def test_it_stops_a_tool_at_its_timeout_and_reports_a_missing_interpreter(tmp_path):
-    folder = tmp_path / "tools" / "waits"
-    folder.mkdir(parents=True)
-    manifest = {"name": "waits", "language": "python", "timeout": 1}
-    for path, data in shim.mirror_files({"index.py": WAITS_PY.encode()}, manifest).items():
-        (folder / path).write_bytes(data)
-    (folder / "TOOL.md").write_text("---\nname: waits\ndescription: Waits.\n---\n")
+    toolmd = b"---\nname: waits\ndescription: Waits.\nlanguage: python\ntimeout: 1\n---\n"
+    manifest = parse_toolmd(toolmd).manifest.to_dict()
+    write_signed_tool(
+        tmp_path / "tools", manifest, {"TOOL.md": toolmd, "index.py": WAITS_PY.encode()}
+    )
 
     updates, result = call(tmp_path / "tools", "waits", {})
     assert updates == ["waiting call-1"]

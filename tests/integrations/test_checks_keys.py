@@ -76,6 +76,8 @@ def test_it_is_a_check_error_and_a_banner_when_the_key_file_is_unreadable(
     db, settings, console_admin_client
 ):
     settings.CONSOLE_ENCRYPTION_KEYS = []
+    # The key ring fixture sealed the signing keys under a generated file: replace it.
+    settings.ENCRYPTION_KEY_FILE.unlink(missing_ok=True)
     settings.ENCRYPTION_KEY_FILE.mkdir()
     assert len(errors()) == 1 and "development key file" in errors()[0]
     assert "Encryption keys: development key file" in banner(console_admin_client)

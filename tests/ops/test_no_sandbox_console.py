@@ -35,6 +35,7 @@ def test_it_migrates_and_validates_tools_without_a_usable_sandbox(tmp_path: Path
         ("migrate", "--noinput"),
         ("validate_tools", str(REPO / "seed" / "tools" / "web_fetch")),
         ("makemigrations", "--check", "--dry-run"),
+        ("signing_keys", "create", "--if-missing"),  # as every start does (docs/signing.md)
         ("sync_tools",),
     ):
         done = without_bwrap(tmp_path, *args)

@@ -52,6 +52,7 @@ def test_it_packages_the_console_and_its_runtime_files(wheel: zipfile.ZipFile) -
         "tools_app/runner/launch.py",
         "tools_app/catalog/shim/index.template.js",
         "tools_app/catalog/shim/index.http.template.js",
+        "tools_app/catalog/shim/sync-tools.mjs",
         "tools_app/catalog/tool_templates/toolmd.tmpl",
         "tools_app/catalog/tool_templates/typescript/index.ts",
         "tools_app/catalog/tool_templates/python/index.py",

@@ -1,6 +1,6 @@
 """The SQL a worker spends on one run (tools_app.runs.execute.execute_run, as the Celery task
-calls it): read the run, claim it, store the outcome. Every statement is paid on every
-run, by the database and by the worker."""
+calls it): read the run, claim it, read keys.json (the signature check), store the
+outcome. Every statement is paid on every run, by the database and by the worker."""
 
 from __future__ import annotations
 
@@ -34,14 +34,16 @@ def queued(tool) -> Run:
     )
 
 
-def test_it_runs_a_task_in_three_statements(echo, django_assert_max_num_queries, monkeypatch):
+def test_it_runs_a_task_in_four_statements(echo, django_assert_max_num_queries, monkeypatch):
     run = queued(echo)
     # The cancel watch reads the run every CANCEL_POLL_SECONDS while the tool runs: on a
     # loaded machine a slow run makes one more read. Those are the watch's, not the task's.
     monkeypatch.setattr(run_execute, "CANCEL_POLL_SECONDS", 3600)
-    # SELECT the run, UPDATE to claim it, UPDATE with the outcome: no transaction around
-    # an outcome without artifacts, and the task does not read the row back.
-    with django_assert_max_num_queries(3):
+    # SELECT the run, UPDATE to claim it, SELECT the newest keys.json (the signature
+    # check: a retired key stops verifying at once), UPDATE with the outcome: no
+    # transaction around an outcome without artifacts, and the task does not read the
+    # row back.
+    with django_assert_max_num_queries(4):
         tasks.execute_run(str(run.pk))
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED

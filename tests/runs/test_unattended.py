@@ -56,6 +56,13 @@ def gunicorn_config() -> dict:
     return runpy.run_path(str(REPO / "console" / "gunicorn.conf.py"))
 
 
+@pytest.fixture(autouse=True)
+def own_metrics_dir(monkeypatch, tmp_path):
+    """on_starting sets PROMETHEUS_MULTIPROC_DIR in this process (as in gunicorn's master):
+    a folder of this test's, unset after it, or later tests' processes would inherit it."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "metrics"))
+
+
 class Server:
     """The part of gunicorn's Arbiter the hook uses: its error log."""
 

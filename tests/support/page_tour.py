@@ -138,6 +138,13 @@ def submit_bad_preset(page) -> None:
     page.get_by_text("This field is required.").wait_for()
 
 
+def find_a_value(page) -> None:
+    """Find by value, answered: the results (here none) below the form."""
+    page.fill("input[name=value]", "not-a-secret-anyone-used")
+    page.get_by_role("button", name="Find runs").click()
+    page.locator("#secret-find-results").wait_for()
+
+
 def test_connection(page) -> None:
     page.get_by_role("button", name="Test connection").click()
     page.locator("#test-result :first-child").wait_for()
@@ -159,6 +166,8 @@ PAGES = [
     Page("tool-inputs", "/tools/alpha/inputs/"),
     Page("tool-source", "/tools/alpha/source/"),
     Page("tool-registry", "/tools/alpha/registry/?format=openai"),
+    Page("tool-analytics", "/tools/alpha/analytics/"),
+    Page("analytics", "/analytics/"),
     Page("tool-presets", "/tools/alpha/presets/", viewer=False),
     Page("tool-import-openapi", "/tools/-/import-openapi/", viewer=False),
     Page("confirm-rollback", "/tools/alpha/rollback/1/", viewer=False),
@@ -201,6 +210,8 @@ PAGES = [
     Page("docs-page", "/docs/tool-format/"),
     Page("system", "/system/", viewer=False),
     Page("audit", "/audit/", viewer=False),
+    Page("secret-find", "/audit/secrets/find/", viewer=False),
+    Page("secret-find-results", "/audit/secrets/find/", viewer=False, then=find_a_value),
     Page("forbidden", "/tokens/", viewer=True),
     Page("not-found", "/no/such/page/"),
     Page("login", "/accounts/login/", logged_in=False),

@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.support import REPO
@@ -71,7 +73,8 @@ def _run_as_nobody(node_id: str) -> None:
         )
     summary = done.stdout.strip().splitlines()[-1:] or [""]
     # Passed, and nothing skipped: a skip in the child would hide a test that never ran.
-    assert done.returncode == 0 and re.fullmatch(r"\d+ passed in .*", summary[0]), (
+    passed = re.fullmatch(r"\d+ passed(, \d+ warnings?)? in .*", summary[0])
+    assert done.returncode == 0 and passed, (
         f"{node_id} as uid {NOBODY}:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
     )
 
@@ -90,6 +93,15 @@ def tun_open_to_all() -> bool:
         return False
 
 
+def closed_folder(path: str) -> str | None:
+    """The first folder on the way to `path` (links resolved) that other users cannot
+    enter, as a Python under a 0700 home is: the child could not even start."""
+    for folder in reversed(Path(os.path.realpath(path)).parents):
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            return str(folder)
+    return None
+
+
 def when_root(test: Callable[..., Any]) -> Callable[..., Any]:
     """Run the decorated test in a child pytest as uid 65534 when this process is root."""
 
@@ -103,6 +115,12 @@ def when_root(test: Callable[..., Any]) -> Callable[..., Any]:
                 "/dev/net/tun is not open to unprivileged users (chmod 0666 /dev/net/tun, "
                 "as udev makes it; `dev.py test` does as root): a non-root worker's "
                 "sandboxes need it",
+            )
+            closed = closed_folder(sys.executable)
+            require(
+                closed is not None,
+                f"uid {NOBODY} cannot run this Python ({sys.executable}): {closed} is closed to "
+                f"other users (as root: chmod o+x {closed}, or use a Python installed elsewhere)",
             )
             _run_as_nobody(_current_node_id())
             return None

@@ -72,6 +72,27 @@ def worker_database_url() -> str | None:
     return None
 
 
+# The data folders of the workers (and live consoles) this test process started: each test's
+# key ring (tests/conftest.py) pins its root in all of them, whichever fixture started them.
+_DATA_PATHS: set[Path] = set()
+
+
+def pin_root(data_path: Path | None = None) -> None:
+    """Pin this test's signing root (the key ring fixture's) in the DATA_PATH of a worker
+    or live console, which verify versions against it; without `data_path`, in all of them."""
+    from tools_app.signing import keyring
+
+    source = keyring.pin_path()
+    if data_path is not None:
+        _DATA_PATHS.add(data_path)
+    if not source.exists():
+        return
+    for folder in [data_path] if data_path is not None else sorted(_DATA_PATHS):
+        target = folder / "signing" / source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes())
+
+
 @dataclass
 class CeleryWorker:
     """One worker subprocess; `kill()` and `start()` let a test crash and replace it."""
@@ -100,7 +121,10 @@ class CeleryWorker:
         env = {
             key: value
             for key, value in os.environ.items()
-            if not key.startswith(("CONSOLE_", "CELERY_", "DATABASE_URL", "DJANGO_"))
+            # PROMETHEUS_MULTIPROC_DIR: each live web server counts in its own state dir.
+            if not key.startswith(
+                ("CONSOLE_", "CELERY_", "DATABASE_URL", "DJANGO_", "PROMETHEUS_MULTIPROC_DIR")
+            )
         }
         env.update(
             {
@@ -113,8 +137,10 @@ class CeleryWorker:
                 "CONSOLE_ENCRYPTION_KEYS": self.encryption_key,
                 "CONSOLE_SECRET_KEY": "worker-tests-only-" + uuid.uuid4().hex,
                 "PYTHONDONTWRITEBYTECODE": "1",
-                # As in production: later runs of a shape start in a spare sandbox.
+                # As in production: later runs of a shape start in a spare sandbox, and
+                # log lines are JSON (tests/ops/test_observability_worker.py reads them).
                 "TOOL_CONSOLE_SPARE_SANDBOXES": "on",
+                "CONSOLE_LOG_FORMAT": "json",
                 **self.extra_env,
             }
         )
@@ -123,6 +149,7 @@ class CeleryWorker:
     def start(self) -> None:
         self.starts += 1
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        pin_root(self.root / "data")
         log = open(self.log_path, "wb")  # noqa: SIM115 (kept open by the child)
         self.proc = subprocess.Popen(
             [
@@ -290,6 +317,10 @@ def worker(celery_worker_process: CeleryWorker, transactional_db, settings) -> C
     return celery_worker_process
 
 
+# What each live console (console_url) writes to its standard output and error, by URL.
+LIVE_LOGS: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterator[str]:
     """The console served as in production (gunicorn with uvicorn workers serving
@@ -322,6 +353,7 @@ def console_url(celery_worker_process: CeleryWorker, tmp_path_factory) -> Iterat
     )
     log.close()
     url = f"http://127.0.0.1:{port}"
+    LIVE_LOGS[url] = root / "web.log"
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -26,10 +26,14 @@ from tools_app.models import (
     EgressException,
     Integration,
     IntegrationSecret,
+    LedgerHead,
     OAuthConnection,
     Run,
     RunArtifact,
+    RunHour,
+    RunHourMark,
     RunUpdate,
+    SecretUse,
     Tool,
     ToolPreset,
     ToolVersion,
@@ -88,6 +92,9 @@ def one_of_everything(make_tool, superuser):
     )
     RunUpdate.objects.create(run=run, seq=1, content={"content": [{"type": "text", "text": "."}]})
     RunArtifact.objects.create(run=run, name="out.txt", size=3, path=f"{run.id}/out.txt")
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    RunHour.objects.create(tool=tool, version=tool.published_version, hour=hour, runs=1)
+    RunHourMark.objects.create(tool=tool, since=hour, through=hour)
     # Login throttling's records (django-axes), which auditors read too.
     who = {"username": "alpha", "ip_address": "192.0.2.1", "user_agent": "ua"}
     AccessAttempt.objects.create(**who, failures_since_start=1, get_data="", post_data="")
@@ -101,6 +108,13 @@ def one_of_everything(make_tool, superuser):
         tool=tool, version=tool.published_version, user=superuser, via="browser", total=1
     )
     CaseRun.objects.create(case_check=check, position=0, name="fetches_example", run=run)
+    # The secret-usage ledger (tools_app/integrations/ledger.py) and its head.
+    LedgerHead.objects.create(pk=1, secret_sealed=SEALED, last_seq=1, last_hash="0" * 64)
+    SecretUse.objects.create(
+        seq=1, created_at=timezone.now(), run_id=run.pk, tool="alpha", version=1,
+        integration="github", fields=["token"], key_ids=["k"], fingerprints=["f" * 64],
+        via="browser", prev_hash="", row_hash="0" * 64, outcome_mac="1" * 64,
+    )  # fmt: skip
     return {"tool": tool, "token": token, "raw_token": raw, "run": run}
 
 

@@ -140,6 +140,9 @@ PUBLIC = {
     "healthz_root",
     "favicon",  # a redirect to the static icon, which is public anyway
     "highlight_css",
+    # Public keys only: a verifier fetches them before it trusts anything (docs/agent-api.md).
+    "api:signing_keys",
+    "api:signing_root",
 }
 
 # --------------------------------------------------------------------------------------
@@ -169,6 +172,8 @@ GARBAGE_QUERY = {
     "page": "-1",
     "p": "abc",
     "version": "..",
+    "compare": "-1",
+    "window": "1y",
     "after": "abc",
     "again": "not-a-uuid",
     "a": "x",

@@ -8,6 +8,7 @@ One router per area, each with the token scope it needs:
 - checks.py: replaying a version's cases for CI (`tools:invoke`);
 - health.py: readiness (any token, or an admin's session).
 - env.py: the env bridge, off unless CONSOLE_ENV_BRIDGE=on (`secrets:read`).
+- signing.py: keys.json and the root public key (public: no token).
 
 A new area is a module with its own `Router(auth=TokenAuth(<scope>))`, added below.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from tools_app.api import checks, env, errors, health, registry, runs, sync
+from tools_app.api import checks, env, errors, health, registry, runs, signing, sync
 from tools_app.api.limits import NestingParser
 
 api = NinjaAPI(
@@ -47,3 +48,4 @@ api.add_router("/v1", runs.router)
 api.add_router("/v1", checks.router)
 api.add_router("/v1", health.router)
 api.add_router("/v1", env.router)
+api.add_router("/v1", signing.router)

@@ -18,6 +18,7 @@ from ninja import Field, Query, Router, Schema
 from ninja.decorators import decorate_view
 
 from tools_app.api.auth import TokenAuth
+from tools_app.api.common import approve_or_409
 from tools_app.api.errors import ApiError, shown
 from tools_app.api.limits import capped_body
 from tools_app.api.schemas import ErrorOut
@@ -33,7 +34,7 @@ from tools_app.runs import replay
 
 router = Router(tags=["cases"], auth=TokenAuth(Scope.TOOLS_INVOKE))
 
-ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 422: ErrorOut}
 
 
 class CheckIn(Schema):
@@ -157,6 +158,8 @@ def start_check(request: HttpRequest, name: str, number: int) -> HttpResponse:
                 422, "invalid request", [f"cases: {shown(c)} is not a case name" for c in bad]
             )
     version = _version(name, number)
+    # A pinned token runs only approved versions (a draft has no signature: never one).
+    approve_or_409(request.auth, version.tool.name, version)
     actor = Actor.from_request(request, token=request.auth)
     try:
         check = replay.start_check(version, actor=actor, via=RunVia.API, names=body.cases)

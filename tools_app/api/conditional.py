@@ -24,12 +24,13 @@ from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max, Subquery, Sum
 from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags, quote_etag
 from django.utils.text import compress_string
 
-from tools_app.models import Tool
+from tools_app.catalog import integrity
+from tools_app.models import KeysDocument, Tool
 
 # Bump when the shape of a cached answer changes, so old ETags and bodies stop matching.
 ANSWER_REVISION = "1"
@@ -87,11 +88,20 @@ def published_revision() -> str:
 def _published_revision() -> str:
     # Every state change of a tool saves `updated_at`; the count and the sum of published
     # version ids also catch changes that bypass save() (queryset updates, deletions).
+    # Signatures count too: every signature bumps its tool's signing serial (a re-signature
+    # after a key rotation changes no file), and a new keys.json (a key retired) is served
+    # beside them. One query still: the keys.json serial is a subquery.
+    keys = KeysDocument.objects.order_by("-serial").values("serial")[:1]
     agg = Tool.objects.published().aggregate(
-        n=Count("id"), latest=Max("updated_at"), versions=Sum("published_version_id")
+        n=Count("id"),
+        latest=Max("updated_at"),
+        versions=Sum("published_version_id"),
+        signed=Sum("signing_serial"),
+        keys=Max(Subquery(keys)),
     )
     latest = agg["latest"].isoformat() if agg["latest"] else "-"
-    return f"{agg['n']}.{agg['versions'] or 0}.{latest}"
+    signed = f"{agg['signed'] or 0}.{agg['keys'] or 0}"
+    return f"{agg['n']}.{agg['versions'] or 0}.{latest}.{signed}"
 
 
 def forget_revision() -> None:
@@ -168,6 +178,7 @@ def _body(key: str, make: Callable[[], bytes]) -> bytes:
 def reset_local_caches() -> None:
     """Forget what this process remembers (tests share one process)."""
     reset_revision()
+    integrity.reset()
     with _bodies_lock:
         _bodies.clear()
 

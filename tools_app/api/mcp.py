@@ -20,6 +20,11 @@ than the call: each call in flight is noted as a file in STATE_DIR/mcp-calls (sh
 the workers of one host), and the notification cancels the runs noted for its token and
 request id.
 
+Signed versions (docs/mcp.md#signatures-and-pins): each listed tool carries its digest and
+signature envelope in `_meta`; a tool whose stored rows no longer verify
+(catalog/integrity.py) is left out and its calls refused, and a pinned token lists and
+calls only the digests approved for it (catalog/pins.py).
+
 Every database access runs in a worker thread (Django's ORM is synchronous)."""
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from tools_app.api import auth
-from tools_app.api.conditional import published_revision
+from tools_app.api.common import signature_meta
 from tools_app.api.limits import MAX_PARAMS_BYTES, params_size
 from tools_app.audit import Actor
+from tools_app.catalog import integrity, pins
 from tools_app.lib import nesting
 from tools_app.manifest import schema, toolmd
 from tools_app.models import Run, RunUpdate, Tool
@@ -107,9 +113,10 @@ def _require(scope: str) -> Any:
 # tools/list
 
 
-def mcp_tool(manifest: toolmd.Manifest, sha256: str = "") -> types.Tool:
-    """A registry entry in the mcp format, with annotations from the manifest."""
-    entry = schema.tool_entry(manifest, fmt="mcp", extra={"sha256": sha256} if sha256 else None)
+def mcp_tool(manifest: toolmd.Manifest, meta: dict[str, Any] | None = None) -> types.Tool:
+    """A registry entry in the mcp format with `meta` as its `_meta` (common.signature_meta),
+    with annotations from the manifest."""
+    entry = schema.tool_entry(manifest, fmt="mcp", extra=meta)
     entry["annotations"] = annotations(manifest)
     return types.Tool.model_validate(entry)
 
@@ -128,37 +135,48 @@ def annotations(manifest: toolmd.Manifest) -> dict[str, Any]:
     return hints
 
 
-# (registry revision, its tools): building 1,000 Tool models is most of a tools/list, and
-# the list only changes with the revision (the registry's ETag source).
-_listed: tuple[str, list[types.Tool]] = ("", [])
+# (seals key, its tools with their digests): building 1,000 Tool models is most of a
+# tools/list. The key is catalog/integrity.py's fingerprint of the stored rows, not the
+# registry's revision: a database edit that leaves the revision alone changes it, and the
+# edited tool drops out of the list.
+_listed: tuple[Any, list[tuple[types.Tool, str]]] = (None, [])
 
 
-def list_published() -> list[types.Tool]:
+def list_published(token: Any = None) -> list[types.Tool]:
+    """The tools that verify; for a pinned token, those approved for it."""
     global _listed
-    revision = published_revision()
-    if _listed[0] == revision:
-        return _listed[1]
-    tools = _build_list()
-    _listed = (revision, tools)
-    return tools
+    sealed = integrity.seals()
+    listed = _listed
+    if listed[0] != sealed.key:
+        listed = _build_list()
+        _listed = listed
+    return [tool for tool, digest in listed[1] if pins.refusal(token, tool.name, digest) is None]
 
 
-def _build_list() -> list[types.Tool]:
-    rows = (
-        Tool.objects.published()
-        .order_by("name")
-        .values_list("published_version__manifest", "published_version__sha256")
+def _build_list() -> tuple[Any, list[tuple[types.Tool, str]]]:
+    """(the seals key of what was read, the tools that verify with their digests)."""
+    sealed, verified = integrity.verified_versions(
+        "published_version__manifest", "published_version__sha256", "published_version__signature"
     )
-    return [mcp_tool(toolmd.Manifest.from_dict(manifest), sha) for manifest, sha in rows]
+    tools = []
+    for _name, seal, (manifest, sha, signature) in verified:
+        meta = signature_meta(sha, signature, seal.digest)
+        tools.append((mcp_tool(toolmd.Manifest.from_dict(manifest), meta=meta), seal.digest))
+    return sealed.key, tools
 
 
 async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
-    _require(Scope.REGISTRY_READ)
-    return types.ListToolsResult(tools=await in_thread(list_published))
+    token = _require(Scope.REGISTRY_READ)
+    return types.ListToolsResult(tools=await in_thread(list_published, token))
 
 
 # --------------------------------------------------------------------------------------
 # tools/call
+
+
+class Refused(Exception):
+    """A call of a tool this token may not run now: an error result, so the model sees
+    why (a protocol error would read as a broken server)."""
 
 
 def start(name: str, arguments: dict[str, Any], token: Any, ip: str | None) -> Run:
@@ -169,7 +187,21 @@ def start(name: str, arguments: dict[str, Any], token: Any, ip: str | None) -> R
         tool = tool.first()
     if tool is None or tool.published_version is None:
         raise MCPError(types.INVALID_PARAMS, f"no published tool is named {name[:100]!r}")
-    check_arguments(tool.published_version, arguments)
+    version = tool.published_version
+    version.tool = tool
+    check_arguments(version, arguments)
+    # Checked here, not only from the (memoized) list: a database edit a moment ago is
+    # refused before any run exists. The worker checks again before it runs the tool.
+    seal = integrity.seal_of(version)
+    if not seal.ok:
+        raise Refused(
+            f"Tool {tool.name} is refused: its stored version {version.number} does not "
+            f"match its signature ({'; '.join(seal.problems)}). An admin must publish it "
+            "again."
+        )
+    refused = pins.refusal(token, tool.name, seal.digest)
+    if refused is not None:
+        raise Refused(f"tool_not_approved: {refused.message}.")
     return run_start.start_run(
         tool.published_version, arguments, actor=Actor(token=token, ip=ip), via=RunVia.MCP
     )
@@ -318,6 +350,8 @@ async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         # A tool error, not a protocol error, so the model sees it and can correct itself.
         text = "Invalid arguments:\n" + "\n".join(exc.errors)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    except Refused as exc:
+        return types.CallToolResult(content=[types.TextContent(text=str(exc))], is_error=True)
     noted = None
     try:
         noted = await in_thread(note_call, token, ctx.request_id, run.pk)

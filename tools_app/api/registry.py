@@ -14,21 +14,32 @@ from ninja.errors import ValidationError
 from tools_app.api.auth import TokenAuth
 from tools_app.api.common import (
     MAX_VERSION,
+    approve_or_409,
     bundle_url,
+    signature_meta,
     version_url,
     visible_tool,
     visible_version,
 )
 from tools_app.api.conditional import cached_json, make_etag, published_revision
+from tools_app.api.errors import ApiError
 from tools_app.api.schemas import ErrorOut, Format, RegistryOut, ToolOut, VersionOut
+from tools_app.catalog import integrity, pins
 from tools_app.manifest import schema, toolmd
-from tools_app.models import Tool, ToolVersion
+from tools_app.models import AgentToken, Tool, ToolVersion
 from tools_app.models.tokens import Scope
+from tools_app.signing import versions as signed_versions
 
 router = Router(tags=["registry"], auth=TokenAuth(Scope.REGISTRY_READ))
 
 FORMAT_VALUES = tuple(f.value for f in Format)
-ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+ERRORS: dict[int, Any] = {
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    409: ErrorOut,
+    422: ErrorOut,
+}
 # Versions never change, so what is derived from one is cached for long.
 VERSION_CACHE_SECONDS = 24 * 3600
 
@@ -54,6 +65,18 @@ STRICT_PARAMETER = {
     "schema": {"type": "boolean", "default": False},
 }
 STRICT_VALUES = {"true": True, "1": True, "false": False, "0": False}
+SIGNATURES_PARAMETER = {
+    "in": "query",
+    "name": "signatures",
+    "required": False,
+    "description": (
+        "Formats native and mcp: each entry carries its version's signature envelope too "
+        "(its `digest` it always carries). An envelope is about 1.5 kB that does not "
+        "compress: ask for them when you verify"
+    ),
+    "schema": {"type": "boolean", "default": False},
+}
+SIGNED_FORMATS = (Format.native.value, Format.mcp.value)
 
 
 @router.get(
@@ -61,17 +84,22 @@ STRICT_VALUES = {"true": True, "1": True, "false": False, "0": False}
     response={200: RegistryOut, 304: None, **ERRORS},
     url_name="registry",
     summary="Published, enabled tools with the JSON Schema of their inputs",
-    openapi_extra={"parameters": [FORMAT_PARAMETER, STRICT_PARAMETER]},
+    openapi_extra={"parameters": [FORMAT_PARAMETER, STRICT_PARAMETER, SIGNATURES_PARAMETER]},
 )
 def registry(request: HttpRequest) -> HttpResponse:
     """Every published, enabled tool in one of five formats. Send the `ETag` back in
     `If-None-Match` to get a `304` while nothing changed."""
     fmt = registry_format(request)
     strict = registry_strict(request, fmt)
+    signed = registry_signatures(request, fmt)
     # The revision is read before the tools, so a body is never older than its ETag.
     tag = ("registry", fmt, "strict") if strict else ("registry", fmt)
-    revision = make_etag(*tag, published_revision())
-    return cached_json(request, revision, lambda: registry_body(fmt, revision, strict))
+    token = request.auth
+    # A pinned token's registry is its own: only the tools approved for it.
+    revision = make_etag(*tag, published_revision(), pins.pins_key(token), signed)
+    return cached_json(
+        request, revision, lambda: registry_body(fmt, revision, strict, token, bool(signed))
+    )
 
 
 def registry_format(request: HttpRequest) -> str:
@@ -97,20 +125,60 @@ def registry_strict(request: HttpRequest, fmt: str) -> bool:
     return bool(strict)
 
 
-def registry_body(fmt: str, revision: str, strict: bool = False) -> dict[str, Any]:
-    rows = (
-        Tool.objects.published()
-        .order_by("name")
-        .values_list("published_version__manifest", "published_version__sha256")
-    )
-    # Manifest.from_dict rebuilds the stored manifest without parsing YAML again.
-    tools = [
-        schema.tool_entry(
-            toolmd.Manifest.from_dict(manifest), fmt=fmt, extra={"sha256": sha}, strict=strict
+def registry_signatures(request: HttpRequest, fmt: str) -> str:
+    """An ETag part: "signed" when the entries are to carry their envelopes, else ""."""
+    raw = request.GET.get("signatures", "false").lower()
+    signed = STRICT_VALUES.get(raw)
+    message = None
+    if signed is None:
+        message = "Input should be true or false"
+    elif signed and fmt not in SIGNED_FORMATS:
+        message = "signatures applies to the formats native and mcp only"
+    if message:
+        raise ValidationError(
+            [{"type": "value_error", "loc": ["query", "signatures"], "msg": message}]
         )
-        for manifest, sha in rows
-    ]
+    return "signed" if signed else ""
+
+
+def registry_body(
+    fmt: str,
+    revision: str,
+    strict: bool = False,
+    token: AgentToken | None = None,
+    signatures: bool = False,
+) -> dict[str, Any]:
+    """The tools whose stored version verifies (catalog/integrity.py: a database edit is
+    left out, not served), and for a pinned token only those approved for it."""
+    _sealed, verified = integrity.verified_versions(
+        "published_version__manifest", "published_version__sha256", "published_version__signature"
+    )
+    tools = []
+    for name, seal, (manifest, sha, signature) in verified:
+        if pins.refusal(token, name, seal.digest) is not None:
+            continue
+        # Manifest.from_dict rebuilds the stored manifest without parsing YAML again.
+        tools.append(
+            schema.tool_entry(
+                toolmd.Manifest.from_dict(manifest),
+                fmt=fmt,
+                extra=signed_extra(fmt, sha, signature if signatures else None, seal.digest),
+                strict=strict,
+            )
+        )
     return {"format": fmt, "revision": revision, "count": len(tools), "tools": tools}
+
+
+def signed_extra(fmt: str, sha: str, signature: Any, digest: str) -> dict[str, Any]:
+    """What an entry carries besides the tool: in the native and mcp formats (the ones
+    whose readers can check it) the version's digest (the pin), and its signature
+    envelope when there is one to give (`signatures=true`)."""
+    if fmt == Format.native.value:
+        signed = {"signature": signature} if signature is not None else {}
+        return {"sha256": sha, **signed, "digest": digest}
+    if fmt == Format.mcp.value:
+        return signature_meta(sha, signature, digest)
+    return {"sha256": sha}
 
 
 @router.get(
@@ -123,7 +191,14 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     tool = visible_tool(name)
     published = tool.published_version
     assert published is not None  # visible_tool only returns published tools
-    etag = make_etag("tool", tool.name, str(published.pk), tool.updated_at.isoformat())
+    approve_or_409(request.auth, tool.name, published)
+    etag = make_etag(
+        "tool",
+        tool.name,
+        str(published.pk),
+        str(published.signed_serial),
+        tool.updated_at.isoformat(),
+    )
 
     def build() -> dict[str, Any]:
         versions = (
@@ -142,7 +217,7 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
             for number, sha, published_at, failing in versions
         ]
         return {
-            **version_payload(tool.name, published),
+            **version_payload(tool, published),
             "published_version": published.number,
             "versions": refs,
         }
@@ -161,16 +236,27 @@ def tool_version(
 ) -> HttpResponse:
     tool = visible_tool(name)
     version = visible_version(tool, number)
-    etag = make_etag("version", str(version.pk), version.sha256)
-    return cached_json(request, etag, lambda: version_payload(tool.name, version))
+    approve_or_409(request.auth, tool.name, version)
+    etag = make_etag("version", str(version.pk), version.sha256, str(version.signed_serial))
+    return cached_json(request, etag, lambda: version_payload(tool, version))
 
 
-def version_payload(name: str, version: ToolVersion) -> dict[str, Any]:
-    """Everything about one immutable version, cached by id and content hash."""
-    key = f"api:version:{version.pk}:{version.sha256}"
+def version_payload(tool: Tool, version: ToolVersion) -> dict[str, Any]:
+    """Everything about one immutable version, cached by id, content hash and signature
+    serial (a re-signed version carries its new envelope). Verified when it is built: a
+    version the database no longer holds as signed is refused (409), not served."""
+    key = f"api:version:{version.pk}:{version.sha256}:{version.signed_serial}"
     payload = cache.get(key)
     if payload is None:
-        payload = _version_payload(name, version)
+        version.tool = tool
+        problems = signed_versions.verify(version)
+        if problems:
+            raise ApiError(
+                409,
+                "signature mismatch",
+                {"tool": tool.name, "version": version.number, "problems": problems},
+            )
+        payload = _version_payload(tool.name, version)
         cache.set(key, payload, VERSION_CACHE_SECONDS)
     return payload
 
@@ -193,6 +279,9 @@ def _version_payload(name: str, version: ToolVersion) -> dict[str, Any]:
         "toolmd": version.toolmd,
         "files": [_file(path, data) for path, data in sorted(version.file_bytes().items())],
         "bundle_url": bundle_url(name, version.number),
+        # The DSSE envelope over the signed manifest (docs/signing.md) and its digest.
+        "signature": version.signature,
+        "digest": signed_versions.digest(version),
     }
 
 

@@ -19,7 +19,7 @@ from ninja import Query, Router, Schema
 from ninja.decorators import decorate_view
 
 from tools_app.api.auth import TokenAuth
-from tools_app.api.common import visible_tool, visible_version
+from tools_app.api.common import approve_or_409, visible_tool, visible_version
 from tools_app.api.errors import ApiError
 from tools_app.api.limits import MAX_PARAMS_BYTES, capped_body, params_size, too_large
 from tools_app.api.schemas import ErrorOut
@@ -35,7 +35,7 @@ from tools_app.views.runs import artifact_response
 router = Router(tags=["runs"], auth=TokenAuth(Scope.TOOLS_INVOKE))
 
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
-INVOKE_ERRORS: dict[int, Any] = {**ERRORS, 413: ErrorOut}
+INVOKE_ERRORS: dict[int, Any] = {**ERRORS, 409: ErrorOut, 413: ErrorOut}
 # Long polling (GET /runs/{id}?wait=S): the longest wait, and how often the database is
 # asked meanwhile: after FIRST seconds, then each pause GROWTH times the last, up to MAX.
 MAX_WAIT = 30.0
@@ -121,7 +121,8 @@ def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
     """Validates `params` (at most 1 MiB of JSON, else a 413) against the tool's input
     schema (a 422 lists every problem), queues the run and answers at once with its id.
     Poll `GET /api/v1/runs/{id}`.
-    `version` pins an older published version; the default is the published one."""
+    `version` pins an older published version; the default is the published one. A
+    pinned token gets a `409` `tool_not_approved` for a version it has no approval for."""
     tool = visible_tool(name)
     if body.version is not None:
         if not 1 <= body.version <= MAX_VERSION:
@@ -129,6 +130,8 @@ def invoke(request: HttpRequest, name: str, body: InvokeIn) -> HttpResponse:
         version = visible_version(tool, body.version)
     else:
         version = tool.published_version
+    # A pinned token runs only what was approved for it: a changed tool is a 409.
+    approve_or_409(request.auth, tool.name, version)
     params = {} if body.params is None else body.params
     # (NestingParser already refused params nested too deep for json.dumps to count.)
     size = params_size(setup.manifest_of(version), params)

@@ -54,6 +54,10 @@ class VersionOut(Schema):
     toolmd: str
     files: list[FileOut]
     bundle_url: str
+    # The DSSE envelope of the signed manifest (docs/signing.md) and its digest (the pin
+    # value); null for a version that was never signed.
+    signature: dict[str, Any] | None = None
+    digest: str | None = None
 
 
 class VersionRef(Schema):
@@ -81,6 +85,11 @@ class SyncToolOut(Schema):
     sha256: str
     files: list[SyncFileOut]
     bundle_url: str
+    # The version's DSSE envelope (docs/signing.md), null while it is unsigned.
+    signature: dict[str, Any] | None = None
+    # What a model sees: name, description, inputSchema (and outputSchema).
+    model: dict[str, Any]
+    digest: str
     # With `since`: "added" or "updated".
     change: str | None = None
 
@@ -94,6 +103,8 @@ class SyncManifestOut(Schema):
     revision: str
     count: int
     tools: list[SyncToolOut]
+    # keys.json (the signing keys, signed by the root key): open it against a pinned root.
+    keys_url: str
     # With `since` only: the revision asked about, whether this is the full manifest
     # (the revision was unknown or too old) and why, and tombstones of removed tools.
     since: str | None = None

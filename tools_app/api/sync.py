@@ -8,10 +8,16 @@ mirrored: a python or bash tool carries the generated index.js (tools_app/catalo
 
 Incremental: `?since=<revision>` answers only what changed since the manifest of that
 revision (tools added or updated, with their hashes, and tombstones for tools removed).
-Each manifest built leaves a snapshot (tool name -> sha256) in STATE_DIR/sync-snapshots,
+Each manifest built leaves a snapshot (tool name -> sha256 and signing serial, so a
+re-signature with the same files is a change too) in STATE_DIR/sync-snapshots,
 shared by the web workers of one host and pruned to the newest SNAPSHOTS_KEPT; a revision
 without a snapshot (unknown, from another host, or pruned: too old) gets the full manifest
-with `full: true` and the reason."""
+with `full: true` and the reason.
+
+Signed (docs/signing.md): each tool carries its version's `signature` (the DSSE envelope of
+its signed manifest), its `model` view (what a model sees: the client hashes it and compares
+with the signed manifest, so a changed description is refused) and its `digest`; `keys_url`
+names keys.json, which the client opens against the root key it pinned."""
 
 from __future__ import annotations
 
@@ -29,7 +35,13 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Path, Router
 
 from tools_app.api.auth import TokenAuth
-from tools_app.api.common import MAX_VERSION, bundle_url, visible_tool, visible_version
+from tools_app.api.common import (
+    MAX_VERSION,
+    approve_or_409,
+    bundle_url,
+    visible_tool,
+    visible_version,
+)
 from tools_app.api.conditional import (
     cached_json,
     make_etag,
@@ -38,15 +50,17 @@ from tools_app.api.conditional import (
     with_validator,
 )
 from tools_app.api.schemas import ErrorOut, SyncManifestOut
-from tools_app.catalog import bundle, shim
-from tools_app.models import Tool
+from tools_app.catalog import bundle, pins, shim
+from tools_app.models import AgentToken, Tool
 from tools_app.models.tokens import Scope
 from tools_app.models.tools import decode_files
+from tools_app.signing import statement
 
 router = Router(tags=["sync"], auth=TokenAuth(Scope.SYNC_READ))
 
 ERRORS: dict[int, Any] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 SNAPSHOTS_KEPT = 200
+KEYS_URL = "/api/v1/signing/keys.json"
 REVISION_RE = re.compile(r"[0-9a-f]{32}")
 SINCE_PARAMETER = {
     "in": "query",
@@ -69,6 +83,8 @@ SINCE_PARAMETER = {
     openapi_extra={"parameters": [SINCE_PARAMETER]},
 )
 def sync_manifest(request: HttpRequest) -> HttpResponse:
+    if request.auth.pins:
+        return pinned_manifest(request, request.auth)
     # The generated index.js is part of what is mirrored: a new one is a new revision.
     revision = make_etag("sync", published_revision(), shim.fingerprint())
     since = request.GET.get("since")
@@ -79,9 +95,40 @@ def sync_manifest(request: HttpRequest) -> HttpResponse:
     return cached_json(request, etag, lambda: changes_body(revision, since))
 
 
+def pinned_manifest(request: HttpRequest, token: AgentToken) -> HttpResponse:
+    """A pinned token's manifest: only the tools approved for it (catalog/pins.py), always
+    in full (`since` is answered with `full: true`): the snapshots behind `since` are of
+    the whole feed, and an approval is a change they do not see. Its own ETag still
+    makes polling cheap."""
+    revision = make_etag(
+        "sync-pinned", published_revision(), shim.fingerprint(), pins.pins_key(token)
+    )
+
+    def build() -> dict[str, Any]:
+        body = manifest_body(revision)
+        approved = pins.approved_versions(token)
+        # The version number guards against a publish between the two reads; `digest`
+        # (what is served, when the feed carries it) against an edit of the version.
+        body["tools"] = [
+            tool
+            for tool in body["tools"]
+            if approved.get(tool["name"]) == tool["version"]
+            and tool.get("digest", token.pins[tool["name"]]) == token.pins[tool["name"]]
+        ]
+        body["count"] = len(body["tools"])
+        if "since" in request.GET:
+            body |= {"since": request.GET["since"][:100], "full": True, "removed": []}
+            body["reason"] = "a pinned token's manifest is always the full one"
+        return body
+
+    return cached_json(
+        request, make_etag(revision, "since" if "since" in request.GET else ""), build
+    )
+
+
 def changes_body(revision: str, since: str) -> dict[str, Any]:
     """What changed since `since`, or the full manifest saying why it is full."""
-    body = manifest_body(revision)
+    body, marks = _manifest(revision)
     old = read_snapshot(since) if REVISION_RE.fullmatch(since) else None
     if old is None:
         reason = "unknown or too old revision: this is the full manifest"
@@ -89,12 +136,13 @@ def changes_body(revision: str, since: str) -> dict[str, Any]:
     changed = []
     for tool in body["tools"]:
         before = old.get(tool["name"])
-        if before != tool["sha256"]:
+        if before != marks[tool["name"]]:
             changed.append({**tool, "change": "added" if before is None else "updated"})
     current = {tool["name"] for tool in body["tools"]}
     removed = [{"name": name, "removed": True} for name in sorted(set(old) - current)]
     return {
         "revision": revision,
+        "keys_url": body["keys_url"],
         "since": since,
         "full": False,
         "count": len(changed),
@@ -115,7 +163,7 @@ def read_snapshot(revision: str) -> dict[str, str] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_snapshot(revision: str, tools: list[dict[str, Any]]) -> None:
+def write_snapshot(revision: str, marks: dict[str, str]) -> None:
     """Atomically (another worker may read it meanwhile), then prune the oldest."""
     folder = snapshot_dir()
     target = folder / f"{revision}.json"
@@ -124,7 +172,7 @@ def write_snapshot(revision: str, tools: list[dict[str, Any]]) -> None:
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as f:
-            json.dump({tool["name"]: tool["sha256"] for tool in tools}, f)
+            json.dump(marks, f)
         os.replace(f.name, target)
         kept = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[SNAPSHOTS_KEPT:]:
@@ -134,6 +182,11 @@ def write_snapshot(revision: str, tools: list[dict[str, Any]]) -> None:
 
 
 def manifest_body(revision: str) -> dict[str, Any]:
+    return _manifest(revision)[0]
+
+
+def _manifest(revision: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and, by tool name, what the snapshot keeps of it (sha256/signing serial)."""
     rows = (
         Tool.objects.published()
         .order_by("name")
@@ -142,30 +195,43 @@ def manifest_body(revision: str) -> dict[str, Any]:
             "published_version__number",
             "published_version__manifest",
             "published_version__files",
+            "published_version__signature",
+            "published_version__signed_serial",
         )
     )
     tools = []
-    for name, number, manifest, stored in rows:
+    marks = {}
+    for name, number, manifest, stored, signature, serial in rows:
         files = shim.mirror_files(decode_files(stored), manifest)
+        sha256 = bundle.canonical_sha256(files)
+        marks[name] = f"{sha256}/{serial or 0}"
+        view = statement.model_view(manifest)
         tools.append(
             {
                 "name": name,
                 "version": number,
-                "sha256": bundle.canonical_sha256(files),
+                "sha256": sha256,
                 "files": [
                     {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                     for path, data in files.items()
                 ],
                 "bundle_url": bundle_url(name, number),
+                "signature": signature,
+                "model": view,
+                # Of what is served now: the signed manifest's digest unless it was altered.
+                "digest": statement.digest(
+                    {"sha256": sha256, "model": statement.model_digest(view)}
+                ),
             }
         )
-    write_snapshot(revision, tools)
-    return {"revision": revision, "count": len(tools), "tools": tools}
+    write_snapshot(revision, marks)
+    body = {"revision": revision, "count": len(tools), "tools": tools, "keys_url": KEYS_URL}
+    return body, marks
 
 
 @router.get(
     "/tools/{name}/versions/{number}/bundle",
-    response={200: bytes, 304: None, **ERRORS},
+    response={200: bytes, 304: None, 409: ErrorOut, **ERRORS},
     url_name="tool_bundle",
     summary="A zip of one published version's folder",
 )
@@ -177,6 +243,7 @@ def tool_bundle(
     the one the manifest lists; `Repr-Digest` is the zip's."""
     tool = visible_tool(name)
     version = visible_version(tool, number)
+    approve_or_409(request.auth, tool.name, version)
     files = shim.mirror_files(version.file_bytes(), version.manifest)
     sha256 = bundle.canonical_sha256(files)
     # A version never changes (the shim only with the console): the hash is a strong validator.

@@ -19,12 +19,16 @@ from tools_app.http_tools.context import validation_context
 from tools_app.manifest.folder import validate_tool_dir
 from tools_app.models import Tool
 from tools_app.models.tools import VersionSource
+from tools_app.signing import versions as signing
+from tools_app.signing.keyring import SigningKeyMissing
 
 
 @dataclass(frozen=True)
 class SyncLine:
     name: str
-    status: str  # imported | updated | unchanged | invalid | skipped | foreign
+    # imported | updated | unchanged | invalid | skipped | foreign | blocked (cannot be
+    # published now: no signing key) | refused (its published version fails its signature)
+    status: str
     detail: str = ""
 
     def __str__(self) -> str:
@@ -38,12 +42,21 @@ def sync_tools(
     seed_tools = Path(seed_dir or settings.SEED_PATH / "tools")
     context = validation_context()  # read once for every seed tool
     lines = [import_seed_tool(path, data_path, actor, context) for path in _candidates(seed_tools)]
+    # A console upgrade that changed the generated shim re-signs what it changed, first.
+    signing.refresh_generated()
     results, foreign = datapath.mirror_all(data_path)
     written = {r.name: r for r in results}
     lines = [_note_written(line, written.get(line.name)) for line in lines]
     lines += [
         SyncLine(name, "foreign", "in DATA_PATH/tools but not written by the console; left alone")
         for name in foreign
+    ]
+    lines += [
+        SyncLine(
+            r.name, "refused", f"v{r.version} not written to DATA_PATH: {'; '.join(r.problems)}"
+        )
+        for r in results
+        if r.action == "refused"
     ]
     if any(line.status in ("imported", "updated") for line in lines):
         record(
@@ -98,6 +111,8 @@ def import_seed_tool(
         )
     except InvalidTool as exc:
         return SyncLine(name, "invalid", str(exc))
+    except SigningKeyMissing as exc:
+        return SyncLine(name, "blocked", f"v{seed_number} not imported: {exc}")
     except ValueError:
         # Another process imported the same or a newer version meanwhile.
         return SyncLine(name, "unchanged", "imported concurrently")

@@ -22,6 +22,7 @@ from tools_app.manifest import toolmd
 from tools_app.manifest.folder import validate_files
 from tools_app.models import Tool, ToolVersion
 from tools_app.models.tools import VersionSource, encode_files
+from tools_app.signing import versions as signing
 
 
 class InvalidTool(Exception):
@@ -144,10 +145,12 @@ def _same_content(files: Mapping[str, bytes], latest: ToolVersion) -> bool:
 def publish_version(
     version: ToolVersion, *, actor: Actor, context: ValidationContext | None = None
 ) -> None:
-    """Make `version` the one agents get, and mirror it into DATA_PATH/tools.
+    """Make `version` the one agents get, signed (docs/signing.md), and mirror it into
+    DATA_PATH/tools.
 
     An http tool is checked again first (raises InvalidTool): its request boundary depends
-    on settings (the allow list, ALLOWED_HOSTS) that may have changed since it was saved."""
+    on settings (the allow list, ALLOWED_HOSTS) that may have changed since it was saved.
+    Without a signing key it raises SigningKeyMissing and nothing changes."""
     if version.manifest.get("kind") == "http":
         context = validation_context() if context is None else context
         result = validate(version.tool.name, version.file_bytes(), context)
@@ -155,15 +158,25 @@ def publish_version(
             raise InvalidTool(result.errors)
     with transaction.atomic():
         tool = Tool.objects.select_for_update().get(pk=version.tool_id)
+        version.tool = tool
         previous = tool.published_version_id
-        if version.published_at is None:
-            version.published_at = timezone.now()
-            version.save(update_fields=["published_at"])
+        delivered = None
+        if previous != version.pk or not version.signature:
+            # Every publish is a new signature with the tool's next serial; publishing the
+            # version that is published already changes nothing.
+            now = timezone.now()
+            delivered = signing.delivered_files(version)
+            publisher = signing.publisher_of(actor, seed=version.source == VersionSource.SEED)
+            signing.sign(version, publisher=publisher, published=now, files=delivered, tool=tool)
+            if version.published_at is None:
+                version.published_at = now
+                version.save(update_fields=["published_at"])
         tool.published_version = version
         tool.save(update_fields=["published_version", "updated_at"])
         if previous != version.pk:
             record(actor, "tool.publish", tool, f"{tool.name} v{version.number} published")
-        transaction.on_commit(lambda: datapath.mirror_tool(tool.name))
+        prepared = None if delivered is None else datapath.Prepared(version.pk, delivered)
+        transaction.on_commit(lambda: datapath.mirror_tool(tool.name, prepared=prepared))
 
 
 def unpublish(tool: Tool, *, actor: Actor) -> None:

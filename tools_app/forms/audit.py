@@ -81,3 +81,21 @@ def _target_tool() -> Case:
 
 def _start_of(day: datetime.date) -> datetime.datetime:
     return timezone.make_aware(datetime.datetime.combine(day, datetime.time.min))
+
+
+class SecretFindForm(forms.Form):
+    """Find by value: a suspected leaked secret, compared by its ledger fingerprint. The
+    field is a password input that never renders the value back."""
+
+    value = forms.CharField(
+        label="Suspected leaked value",
+        max_length=20_000,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+
+    def clean_value(self) -> str:
+        value = self.cleaned_data["value"]
+        if not value.strip():
+            raise forms.ValidationError("Paste the value to look for.")
+        return value

@@ -17,6 +17,7 @@ SCOPE_HELP = {
     Scope.TOOLS_INVOKE: "run tools through the console and read their runs",
     Scope.SECRETS_READ: "read the integration variables of published tools (/api/v1/env; "
     "only when CONSOLE_ENV_BRIDGE=on)",
+    Scope.METRICS_READ: "scrape the Prometheus metrics (/metrics): counts and timings, no secrets",
 }
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # Days until a token expires ("": never).

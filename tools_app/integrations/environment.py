@@ -5,7 +5,7 @@ checks are told of (`integration_env`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import DatabaseError
@@ -25,6 +25,18 @@ def secret_label(slug: str, field_name: str) -> str:
     return "{{" + f"{slug}.{field_name}" + "}}"
 
 
+@dataclass(frozen=True)
+class Delivered:
+    """The secret values a run received of one integration, for the secret-usage ledger
+    (tools_app/integrations/ledger.py), which keeps their fingerprints, never them."""
+
+    slug: str
+    integration_id: int
+    fields: tuple[str, ...]
+    key_ids: tuple[str, ...]  # the vault key each was sealed under, in the same order
+    values: tuple[str, ...] = field(repr=False)
+
+
 @sensitive_variables()
 def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
     """The variables for a tool that declares `slugs`, and its secrets for redaction.
@@ -34,9 +46,20 @@ def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str
     Raises IntegrationUnavailable (a message the run shows) when an integration is
     missing, disabled, incomplete, collides with another, or a secret cannot be
     decrypted. Nothing is partially returned."""
+    env, labels, _delivered = deliveries_for(slugs)
+    return env, labels
+
+
+@sensitive_variables()
+def deliveries_for(
+    slugs: Iterable[str],
+) -> tuple[dict[str, str], dict[str, str], list[Delivered]]:
+    """environment_for, and per integration that gave a run at least one secret value:
+    which fields, under which vault keys (non-secret fields are not listed)."""
     env: dict[str, str] = {}
     owners: dict[str, str] = {}
     labels: dict[str, str] = {}
+    delivered: list[Delivered] = []
     slugs = list(dict.fromkeys(slugs))
     found = {
         i.slug: i for i in Integration.objects.filter(slug__in=slugs).prefetch_related("secrets")
@@ -59,7 +82,7 @@ def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str
                 f"integration {slug!r} has type {integration.type_slug!r}, which is not installed"
             )
         if (oauth_spec := oauth.spec_of(integration)) is not None:  # the access token only
-            oauth_env, oauth_labels = oauth.environment(integration, oauth_spec)
+            oauth_env, oauth_labels, kid = oauth.environment(integration, oauth_spec)
             for name in oauth_env:
                 if name in owners:
                     raise IntegrationUnavailable(
@@ -68,11 +91,16 @@ def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str
                 owners[name] = slug
             env |= oauth_env
             labels |= oauth_labels
+            token = tuple(oauth_env.values())
+            delivered.append(Delivered(slug, integration.pk, ("access_token",), (kid,), token))
             continue
         stored = {s.field: s for s in integration.secrets.all()}
+        names: list[str] = []
+        kids: list[str] = []
+        values: list[str] = []
         for spec in fields:
+            secret = stored.get(spec.name) if spec.secret else None
             if spec.secret:
-                secret = stored.get(spec.name)
                 if secret is None:
                     value = ""
                 else:
@@ -97,7 +125,14 @@ def environment_for(slugs: Iterable[str]) -> tuple[dict[str, str], dict[str, str
             env[spec.env] = value
             if spec.secret:
                 labels[secret_label(slug, spec.name)] = value
-    return env, labels
+                names.append(spec.name)
+                kids.append(secret.key_id if secret is not None else "")
+                values.append(value)
+        if names:
+            delivered.append(
+                Delivered(slug, integration.pk, tuple(names), tuple(kids), tuple(values))
+            )
+    return env, labels, delivered
 
 
 @dataclass(frozen=True)

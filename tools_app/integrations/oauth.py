@@ -558,12 +558,13 @@ def refresh(integration: Integration, *, rejected: str = "", actor: Actor | None
 
 
 @sensitive_variables()
-def token_for_run(integration: Integration) -> str:
-    """The access token a run gets: the stored one while it is fresh (no lock, one
-    query), else refreshed under the lock. IntegrationUnavailable says what to do."""
+def token_for_run(integration: Integration) -> tuple[str, str]:
+    """The access token a run gets, and the vault key id it was sealed under (for the
+    secret-usage ledger): the stored one while it is fresh (no lock, one query), else
+    refreshed under the lock. IntegrationUnavailable says what to do."""
     # Every run's setup comes here: one unordered query of what _fresh reads.
     found = OAuthConnection.objects.filter(integration_id=integration.pk).only(
-        "state", "access_ciphertext", "expires_at"
+        "state", "access_ciphertext", "expires_at", "key_id"
     )[:1]
     conn = next(iter(found), None)
     if conn is None:
@@ -573,8 +574,9 @@ def token_for_run(integration: Integration) -> str:
         )
     try:
         if _fresh(conn):
-            return vault.decrypt(conn.access_ciphertext, what="an access token")
-        return refresh(integration)
+            return vault.decrypt(conn.access_ciphertext, what="an access token"), conn.key_id
+        # A refreshed token is sealed under the first key (_store).
+        return refresh(integration), vault.primary_key_id()
     except vault.VaultError as exc:
         raise IntegrationUnavailable(str(exc)) from None
     except OAuthFailure as exc:
@@ -670,11 +672,12 @@ def label(slug: str) -> str:
 
 def environment(
     integration: Integration, spec: OAuthSpec | None = None
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(env, redaction labels) for a run: the access token only, in the type's env."""
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """(env, redaction labels, the token's vault key id) for a run: the access token
+    only, in the type's env."""
     spec = spec or _spec(integration)
-    token = token_for_run(integration)
-    return {spec.env: token}, {label(integration.slug): token}
+    token, kid = token_for_run(integration)
+    return {spec.env: token}, {label(integration.slug): token}, kid
 
 
 def template_values(integration: Integration, env: Mapping[str, str]) -> dict[str, str]:

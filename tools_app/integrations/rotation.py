@@ -3,15 +3,91 @@ first key."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 from django.views.decorators.debug import sensitive_variables
 
 from tools_app.audit import Actor, record
-from tools_app.integrations import vault
+from tools_app.integrations import ledger, vault
 from tools_app.integrations.errors import RotationError
 from tools_app.models import Integration, IntegrationSecret
+
+# How a sealed value is named in a message: (pk, the row's fields by name, a lookup of
+# another row's name by (model label, pk)) -> "slug.FIELD", "preset tool.input", ...
+Namer = Callable[[Any, dict[str, Any], Callable[[str, Any], str]], str]
+
+
+@dataclass(frozen=True)
+class SealedColumn:
+    """One column holding vault tokens: what rotate_keys re-encrypts below, and what a
+    backup fingerprints and a restore decrypts before committing (tools_app/ops/backup.py).
+    A blank value seals nothing."""
+
+    model: str  # "app_label.ModelName"
+    field: str
+    key_field: str  # the column with the sealing key's vault.key_id; "" when none is kept
+    name: Namer
+    # Rows whose column holds a token (sensitive presets only: plain ones keep `value`).
+    sealed_if: Callable[[dict[str, Any]], bool] = lambda fields: True
+
+
+def _slug(names: Callable[[str, Any], str], pk: Any) -> str:
+    return names("tools_app.Integration", pk)
+
+
+# Every sealed column, once: add a new one here and rotation, backup and restore know it.
+# Sealed case inputs live in version files (tools_app/catalog/case_secrets.py), never
+# re-encrypted: they may come from another console, so neither rotation nor restore
+# requires them to open.
+SEALED: tuple[SealedColumn, ...] = (
+    SealedColumn(
+        "tools_app.IntegrationSecret",
+        "ciphertext",
+        "key_id",
+        lambda pk, f, names: f"{_slug(names, f['integration'])}.{f['field']}",
+    ),
+    SealedColumn(
+        "tools_app.ToolPreset",
+        "ciphertext",
+        "key_id",
+        lambda pk, f, names: f"preset {names('tools_app.Tool', f['tool'])}.{f['input']}",
+        sealed_if=lambda f: bool(f.get("sensitive")),
+    ),
+    SealedColumn(
+        "tools_app.OAuthConnection",
+        "access_ciphertext",
+        "key_id",
+        lambda pk, f, names: f"{_slug(names, f['integration'])}.oauth_access_token",
+    ),
+    SealedColumn(
+        "tools_app.OAuthConnection",
+        "refresh_ciphertext",
+        "key_id",
+        lambda pk, f, names: f"{_slug(names, f['integration'])}.oauth_refresh_token",
+    ),
+    SealedColumn(
+        "tools_app.SigningKey",
+        "private_key_sealed",
+        "sealed_key_id",
+        lambda pk, f, names: f"SigningKey.private_key_sealed ({f['role']} key {f['key_id']})",
+    ),
+    SealedColumn(
+        "tools_app.LedgerHead",
+        "secret_sealed",
+        "sealed_key_id",
+        lambda pk, f, names: "LedgerHead.secret_sealed (the secret-usage ledger's key)",
+    ),
+    # A queued run's sensitive inputs: the token is all there is (no key id column).
+    SealedColumn(
+        "tools_app.Run",
+        "sealed_params",
+        "",
+        lambda pk, f, names: f"Run.sealed_params (run {pk})",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +97,8 @@ class RotationResult:
     runs: int = 0  # queued runs whose sealed sensitive inputs were re-encrypted too
     presets: int = 0  # sensitive tool presets (tools_app/catalog/presets.py) re-encrypted too
     oauth: int = 0  # OAuth connections (access and refresh token) re-encrypted too
+    signing: int = 0  # signing keys' private keys (tools_app/signing/keyring.py) too
+    ledger: int = 0  # the secret-usage ledger's secret (tools_app/integrations/ledger.py)
 
     @property
     def total(self) -> int:
@@ -69,8 +147,16 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
     runs = _rotate_sealed_runs() if failure is None else 0
     presets = _rotate_presets() if failure is None else 0
     oauth = _rotate_oauth() if failure is None else 0
+    signing = _rotate_signing_keys() if failure is None else 0
+    ledger_key = ledger.reseal() if failure is None else 0
     result = RotationResult(
-        rotated=rotated, already_current=already, runs=runs, presets=presets, oauth=oauth
+        rotated=rotated,
+        already_current=already,
+        runs=runs,
+        presets=presets,
+        oauth=oauth,
+        signing=signing,
+        ledger=ledger_key,
     )
     if failure is not None:
         integration_slug = (
@@ -97,6 +183,8 @@ def rotate_keys(*, batch_size: int = 500, actor: Actor | None = None) -> Rotatio
             "runs": runs,
             "presets": presets,
             "oauth": oauth,
+            "signing": signing,
+            "ledger": ledger_key,
         },
     )
     return result
@@ -177,4 +265,23 @@ def _rotate_oauth() -> int:
         count += OAuthConnection.objects.filter(
             pk=pk, access_ciphertext=access, refresh_ciphertext=refresh
         ).update(access_ciphertext=new_access, refresh_ciphertext=new_refresh, key_id=kid)
+    return count
+
+
+def _rotate_signing_keys() -> int:
+    """The signing key ring's private keys, each only if unchanged meanwhile. One no key
+    decrypts is left alone: publishing then says it cannot be unsealed."""
+    from tools_app.models import SigningKey
+
+    primary = vault.primary_key_id()
+    count = 0
+    pending = SigningKey.objects.exclude(private_key_sealed="").exclude(sealed_key_id=primary)
+    for pk, sealed in pending.values_list("pk", "private_key_sealed").iterator():
+        try:
+            token, kid = vault.rotate(sealed, what="a signing key")
+        except vault.VaultError:
+            continue
+        count += SigningKey.objects.filter(pk=pk, private_key_sealed=sealed).update(
+            private_key_sealed=token, sealed_key_id=kid
+        )
     return count

@@ -112,6 +112,9 @@ class Run(models.Model):
     progress_total = models.FloatField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     worker = models.CharField(max_length=200, blank=True)
+    # The id of the web request that started the run (tools_app/ops/logcontext.py): the
+    # worker's log lines of the run carry it too; empty when no request started it.
+    request_id = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -127,6 +130,13 @@ class Run(models.Model):
             # Run history: per tool and per person, newest first.
             models.Index(fields=["tool", "-created_at"], name="run_tool_created"),
             models.Index(fields=["user", "-created_at"], name="run_user_created"),
+            # Analytics (tools_app/analytics/figures.py): a tool's runs over a window with
+            # every column the figures read, so both databases answer from the index
+            # alone, without a heap read per run (bench/analytics.py).
+            models.Index(
+                fields=["tool", "created_at", "version", "status", "duration", "started_at"],
+                name="run_figures",
+            ),
         ]
 
     def __str__(self) -> str:

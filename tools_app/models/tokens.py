@@ -15,6 +15,7 @@ class Scope(models.TextChoices):
     SYNC_READ = "sync:read"
     TOOLS_INVOKE = "tools:invoke"
     SECRETS_READ = "secrets:read"
+    METRICS_READ = "metrics:read"
 
 
 def hash_token(raw: str) -> str:
@@ -45,6 +46,8 @@ class AgentToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     # None: never expires. Past it the token is refused like a revoked one.
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Tool name -> approved manifest digest (docs/signing.md, pins); empty: not pinned.
+    pins = models.JSONField(default=dict, blank=True)
 
     objects = AgentTokenQuerySet.as_manager()
 

@@ -87,6 +87,9 @@ class Tool(models.Model):
     )
     # The highest version imported from seed/, so the page can say a newer seed arrived.
     seed_version = models.PositiveIntegerField(null=True, blank=True)
+    # The serial of the last manifest signed for this tool (tools_app/signing/versions.py):
+    # every signature takes the next one, so a replayed older signature is recognisable.
+    signing_serial = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -152,6 +155,10 @@ class ToolVersion(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     # An admin published it although its cases failed (runs/gate.py override): pages mark it.
     published_with_failing_cases = models.BooleanField(default=False)
+    # The DSSE envelope of its signed manifest (docs/signing.md), set when published.
+    signature = models.JSONField(null=True, blank=True)
+    signed_serial = models.PositiveIntegerField(null=True, blank=True)
+    signing_key_id = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["tool", "-number"]

@@ -1,10 +1,11 @@
 """Executing a run in the worker. No HTTP here.
 
 execute_run() claims a queued run with one conditional UPDATE (so a message delivered
-twice never runs a tool twice), runs it through tools_app.runner while a supervisor loop
-in the calling thread stores progress, beats the heartbeat and watches for cancel, then
-stores the outcome. The Celery task and `run_tool` both call it; a kind: http tool's
-request is made by tools_app/http_tools/execute.py under the same supervisor.
+twice never runs a tool twice), checks a published version's signature (check_signature),
+runs it through tools_app.runner while a supervisor loop in the calling thread stores
+progress, beats the heartbeat and watches for cancel, then stores the outcome. The Celery
+task and `run_tool` both call it; a kind: http tool's request is made by
+tools_app/http_tools/execute.py under the same supervisor.
 
 Every database write happens in the thread that called execute_run(): the runner runs in
 a helper thread and talks to it through a queue. One thread, one connection, and tests
@@ -31,12 +32,13 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from tools_app import runner
+from tools_app.analytics import rollup
 from tools_app.catalog import bundle, presets
 from tools_app.config_warnings import ConsoleWarning, warning_source
 from tools_app.egress import config as egress_config
 from tools_app.http_tools import execute as http_execute
-from tools_app.integrations import vault
-from tools_app.integrations.environment import environment_for, readable_paths_for
+from tools_app.integrations import ledger, vault
+from tools_app.integrations.environment import deliveries_for, readable_paths_for
 from tools_app.integrations.errors import IntegrationError
 from tools_app.integrations.paths import bindable
 from tools_app.integrations.policy import secret_access
@@ -55,6 +57,7 @@ from tools_app.runs.setup import (
     unseal,
     work_dir,
 )
+from tools_app.signing import versions as signed_versions
 
 logger = logging.getLogger("tools_app.runs")
 
@@ -102,8 +105,13 @@ def execute_run(
     when it was not queued (already taken, cancelled, or unknown). With reload=False (the
     Celery task, which ignores it) the finished row is not read back: one query less per
     run, and None is returned."""
-    # With its case (a LEFT JOIN, no statement more): whether to refresh a check after it.
-    run = Run.objects.select_related("tool", "version", "case_run").filter(pk=run_id).first()
+    # With its case (a LEFT JOIN, no statement more): whether to refresh a check after it;
+    # its starter, whom the integration policy and the secret-usage ledger name.
+    run = (
+        Run.objects.select_related("tool", "version", "case_run", "user", "token")
+        .filter(pk=run_id)
+        .first()
+    )
     if run is None:
         logger.warning("run %s does not exist; nothing to do", run_id)
         return None
@@ -170,6 +178,7 @@ def _warm_versions() -> Iterator[dict[str, bytes]]:
 def _execute(
     run: Run, sealed: str, on_progress: Callable[[list[dict[str, Any]]], None] | None
 ) -> None:
+    check_signature(run)
     manifest = manifest_of(run.version)
     entry = run.version.entry
     if entry is None and manifest.kind != "http":
@@ -185,7 +194,7 @@ def _execute(
     offline = bool(run.replay_sample)
     if offline and manifest.kind != "http":
         raise RunSetupError("offline replay from a sample is for kind: http tools only")
-    env, secrets = ({}, {}) if offline else integration_environment(access.granted)
+    env, secrets = ({}, {}) if offline else integration_environment(access.granted, run)
     for name, value in secret_params.items():
         spec = manifest.inputs.get(name)
         if isinstance(value, str) and (spec is None or spec.sensitive):
@@ -253,6 +262,24 @@ def _execute(
     _finish(run, outcome, [*notices, *supervisor.notices])
 
 
+def check_signature(run: Run) -> None:
+    """A version that was published runs only as it was signed (issue 26): a database
+    edit of its files or its description fails the run before any of it runs. The very
+    objects checked are the ones run (materialize, the http request), so nothing can change
+    in between. Drafts were never signed: developers run them on purpose."""
+    version = run.version
+    if version.published_at is None:
+        return
+    version.tool = run.tool
+    problems = signed_versions.verify(version)
+    if problems:
+        raise RunSetupError(
+            f"Version {version.number} of {run.tool.name} does not match its signature, so "
+            f"it was not run: {'; '.join(problems)}. Someone changed the stored version; an "
+            "admin must publish a reviewed version again."
+        )
+
+
 def tool_policy(slugs: tuple[str, ...] | list[str], admin_entries: list[str] | None = None):
     """The egress policy of a run: the settings' allow list, the System page's exceptions
     (`admin_entries`, the run's copy; None reads them) and the URLs of the integrations
@@ -281,14 +308,33 @@ def readable_paths(
     return tuple(paths)
 
 
-def integration_environment(slugs: tuple[str, ...] | list[str]) -> tuple[dict, dict]:
-    """(env vars, redaction labels -> values) of the given integrations only."""
+def integration_environment(
+    slugs: tuple[str, ...] | list[str], run: Run | None = None
+) -> tuple[dict, dict]:
+    """(env vars, redaction labels -> values) of the given integrations only. For a run,
+    the secret-usage ledger records what it received first (Vault's rule: no ledger row,
+    no secret): if that fails, the run does not start."""
     if not slugs:
         return {}, {}
     try:
-        return environment_for(list(slugs))
+        env, labels, delivered = deliveries_for(list(slugs))
     except (IntegrationError, vault.VaultError) as exc:
         raise RunSetupError(str(exc)) from None
+    if run is not None:
+        try:
+            run.ledger_grant = ledger.append(run, delivered)
+        except ledger.LedgerWriteError as exc:
+            logger.error(
+                "run %s: the secret-usage ledger could not be written (%s)",
+                run.pk,
+                exc,
+                exc_info=exc.__cause__,
+            )
+            raise RunSetupError(
+                "The secret-usage ledger could not be written, so the run was not started "
+                f"(the tool received no secret; {exc}). An admin must check the database."
+            ) from None
+    return env, labels
 
 
 def materialize(version: ToolVersion, dest: Path) -> Path:
@@ -460,27 +506,31 @@ def _finish(run: Run, outcome: runner.RunOutcome, notices: list[str] | None = No
     # A transaction only to store artifacts with the status: alone, the UPDATE is atomic
     # (and BEGIN/COMMIT would be two more statements on every run).
     with transaction.atomic() if outcome.artifacts else contextlib.nullcontext():
-        # A run reaped as lost while it was in fact alive gets its real ending.
-        updated = Run.objects.filter(
-            pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.LOST)
-        ).update(
-            status=status,
-            result=outcome.result,
-            stderr_tail=outcome.stderr_tail,
-            notices=[*(notices or []), *outcome.notices],
-            isolation=outcome.isolation,
-            isolation_reason=isolation_reason(outcome.isolation)[:500],
-            spare=outcome.spare,
-            network_policy=outcome.network_policy,
-            cpu_limit=outcome.cpu_limit,
-            response=outcome.response,
-            exit_code=outcome.exit_code,
-            duration=outcome.duration,
-            error="",
-            finished_at=timezone.now(),
-        )
+        ending = {
+            "status": status,
+            "result": outcome.result,
+            "stderr_tail": outcome.stderr_tail,
+            "notices": [*(notices or []), *outcome.notices],
+            "isolation": outcome.isolation,
+            "isolation_reason": isolation_reason(outcome.isolation)[:500],
+            "spare": outcome.spare,
+            "network_policy": outcome.network_policy,
+            "cpu_limit": outcome.cpu_limit,
+            "response": outcome.response,
+            "exit_code": outcome.exit_code,
+            "duration": outcome.duration,
+            "error": "",
+            "finished_at": timezone.now(),
+        }
+        updated = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(**ending)
+        # A run reaped as lost while it was in fact alive gets its real ending, and its
+        # hour's analytics are read from the runs again (one more statement, only then).
+        if not updated and Run.objects.filter(pk=run.pk, status=RunStatus.LOST).update(**ending):
+            updated = 1
+            rollup.invalidate(run)
         if updated:
             keep_artifacts(run, outcome.artifacts)
+            ledger_outcome(run, status)
         else:
             logger.warning("run %s ended elsewhere meanwhile; its outcome is dropped", run.pk)
 
@@ -511,9 +561,24 @@ def isolation_warnings() -> list[ConsoleWarning]:
 
 def _finish_without_tool(run: Run, message: str) -> None:
     """The tool never ran (or the console broke around it): a failed run with the reason."""
-    Run.objects.filter(pk=run.pk, status__in=(RunStatus.RUNNING, RunStatus.LOST)).update(
-        status=RunStatus.FAILED,
-        error=message,
-        result=error_result(message),
-        finished_at=timezone.now(),
-    )
+    ending = {
+        "status": RunStatus.FAILED,
+        "error": message,
+        "result": error_result(message),
+        "finished_at": timezone.now(),
+    }
+    if Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(**ending):
+        ledger_outcome(run, RunStatus.FAILED)
+    elif Run.objects.filter(pk=run.pk, status=RunStatus.LOST).update(**ending):
+        rollup.invalidate(run)  # as in _finish
+        ledger_outcome(run, RunStatus.FAILED)
+
+
+def ledger_outcome(run: Run, status: str) -> None:
+    """The run's ending on its secret-usage ledger rows, if it has any. The tool has run
+    by now: a failure here is logged (verify_ledger then shows the row still running)."""
+    grant = getattr(run, "ledger_grant", None)
+    try:
+        ledger.record_outcome(grant, str(status))
+    except DatabaseError:
+        logger.exception("could not record the outcome of run %s in the ledger", run.pk)

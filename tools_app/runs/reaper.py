@@ -9,11 +9,14 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils import timezone
 
 from tools_app.audit import Actor, record
+from tools_app.integrations import ledger, vault
 from tools_app.models import Run
 from tools_app.models.runs import RunStatus
+from tools_app.ops import logcontext
 from tools_app.runs import replay, start
 from tools_app.runs.setup import error_result
 
@@ -39,7 +42,8 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
     if run_ids is not None:
         candidates = candidates.filter(pk__in=run_ids)
     reaped = 0
-    for run in candidates.select_related("tool").only("pk", "tool__name", "worker"):
+    fields = ("pk", "tool__name", "worker", "request_id")
+    for run in candidates.select_related("tool").only(*fields):
         message = (
             "The worker running this tool stopped answering (no heartbeat for "
             f"{settings.RUN_LOST_AFTER_SECONDS} s); the run is lost. Its side effects, if "
@@ -57,6 +61,13 @@ def reap_dead_runs(run_ids: list | None = None) -> int:
             )
         ):
             reaped += 1
+            with logcontext.bound(request=run.request_id, run=str(run.pk)):
+                logger.warning("run %s lost its worker %s", run.pk, run.worker or "(unknown)")
+            # Rows exist once the worker read secrets; its real ending, if it comes, wins.
+            try:
+                ledger.record_outcome_of_runs([run.pk], RunStatus.LOST)
+            except (DatabaseError, vault.VaultError):
+                logger.exception("could not record run %s as lost in the ledger", run.pk)
             record(
                 Actor.system(),
                 "run.lost",
@@ -88,20 +99,26 @@ def reap_unclaimed_runs(run_ids: list | None = None) -> int:
         candidates = candidates.filter(pk__in=run_ids)
     timeout = _duration(settings.RUN_QUEUED_TIMEOUT_SECONDS)
     lost = 0
-    for run in candidates.select_related("tool").only("pk", "resent_at", "tool__name"):
+    fields = ("pk", "resent_at", "request_id", "tool__name")
+    for run in candidates.select_related("tool").only(*fields):
         if run.resent_at is None:
             # Conditional: one reaper re-sends it, and only if still unclaimed.
             if Run.objects.filter(
                 pk=run.pk, status=RunStatus.QUEUED, resent_at__isnull=True
             ).update(resent_at=timezone.now()):
-                logger.warning("run %s not picked up within %s; sending it again", run.pk, timeout)
-                record(
-                    Actor.system(),
-                    "run.resend",
-                    run,
-                    summary=f"a run of {run.tool.name} waited {timeout} for a worker; sent again",
-                )
-                start.enqueue_run(run.pk)  # by module: tests patch start.enqueue_run
+                # The run's own ids, so the resend is in its story (and in the message).
+                with logcontext.bound(request=run.request_id, run=str(run.pk)):
+                    logger.warning(
+                        "run %s not picked up within %s; sending it again", run.pk, timeout
+                    )
+                    record(
+                        Actor.system(),
+                        "run.resend",
+                        run,
+                        summary=f"a run of {run.tool.name} waited {timeout} for a worker; "
+                        "sent again",
+                    )
+                    start.enqueue_run(run.pk)  # by module: tests patch start.enqueue_run
             continue
         message = (
             f"No worker picked this run up within {timeout}, nor within {timeout} after it "

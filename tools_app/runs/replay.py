@@ -38,6 +38,7 @@ from tools_app.models.cases import CaseOutcome, CheckStatus
 from tools_app.models.runs import FINISHED
 from tools_app.runs import start
 from tools_app.runs.setup import manifest_of
+from tools_app.signing.keyring import SigningKeyMissing
 
 logger = logging.getLogger("tools_app.runs")
 
@@ -278,8 +279,9 @@ def _publish_passed(check: CaseCheck) -> None:
     actor = Actor(user=check.user, token=check.token)
     try:
         publish_version(check.version, actor=actor)
-    except InvalidTool as exc:
-        # An http tool checked again at publish (its allow list changed since it was saved).
+    except (InvalidTool, SigningKeyMissing) as exc:
+        # An http tool checked again at publish (its allow list changed since it was saved),
+        # or no signing key (docs/signing.md).
         logger.warning(
             "check %s passed but %s cannot be published: %s", check.pk, check.version, exc
         )

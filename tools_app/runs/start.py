@@ -20,6 +20,7 @@ from tools_app.manifest import input_files, schema
 from tools_app.manifest.toolmd import Manifest
 from tools_app.models import Run, ToolVersion
 from tools_app.models.runs import RunStatus, RunVia
+from tools_app.ops import logcontext
 from tools_app.runs.setup import error_result, manifest_of, seal
 
 logger = logging.getLogger("tools_app.runs")
@@ -27,6 +28,8 @@ logger = logging.getLogger("tools_app.runs")
 MASK = "••••••"
 # The name tools_app/tasks.py registers execute_run under (and the worker knows it by).
 EXECUTE_RUN_TASK = "tools_app.tasks.execute_run"
+# The Celery message header that carries the request id to the worker (console/celery.py).
+REQUEST_ID_HEADER = "console_request_id"
 
 
 class InvalidParams(Exception):
@@ -76,6 +79,7 @@ def start_run(
     # Presets are read again when the run executes: never copied into the run record.
     filled = {k: v for k, v in filled.items() if k not in from_preset}
     shown, secret = split_sensitive(manifest, filled)
+    request_id = logcontext.request_id.get()
     with transaction.atomic():
         run = Run.objects.create(
             tool=version.tool,
@@ -88,6 +92,7 @@ def start_run(
             timeout=timeout,
             replay_sample=replay_sample,
             egress_allows=egress_config.admin_entries() if reaches_out(manifest) else [],
+            request_id=request_id,
         )
         record(
             actor,
@@ -97,8 +102,22 @@ def start_run(
             data={"tool": version.tool.name, "version": version.number, "via": via},
         )
         if enqueue:
-            transaction.on_commit(partial(enqueue_run, run.pk))
+            transaction.on_commit(partial(_enqueue_as, run.pk, request_id))
+    logger.info(
+        "run %s queued: %s v%s via %s",
+        run.pk,
+        version.tool.name,
+        version.number,
+        via,
+        extra={"run_id": str(run.pk)},
+    )
     return run
+
+
+def _enqueue_as(run_id, request_id: str) -> None:
+    """enqueue_run with the starting request's id, wherever the commit happens."""
+    with logcontext.bound(request=request_id, run=str(run_id)):
+        enqueue_run(run_id)
 
 
 def _say_withheld(errors: list[str], withheld: tuple[presets.Withheld, ...]) -> list[str]:
@@ -137,9 +156,15 @@ def reaches_out(manifest: Manifest) -> bool:
 def enqueue_run(run_id) -> None:
     """Send the Celery task. A broker that refuses the message fails the run visibly
     instead of leaving it queued forever. Sent by name, as `.delay` would send it: the
-    task (tools_app/tasks.py) calls into this module, which so never imports it."""
+    task (tools_app/tasks.py) calls into this module, which so never imports it. The
+    current request id rides along in a header, for the worker's log lines."""
     try:
-        current_app.send_task(EXECUTE_RUN_TASK, args=[str(run_id)], ignore_result=True)
+        current_app.send_task(
+            EXECUTE_RUN_TASK,
+            args=[str(run_id)],
+            ignore_result=True,
+            headers={REQUEST_ID_HEADER: logcontext.request_id.get()},
+        )
     except Exception as exc:
         logger.exception("could not queue run %s", run_id)
         message = (

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import csv
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_safe
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
+from django.views.decorators.http import require_http_methods, require_safe
 
+from tools_app.audit import Actor, record
 from tools_app.audit_targets import attach_targets, target_label, target_url
-from tools_app.forms.audit import AuditFilterForm
+from tools_app.forms.audit import AuditFilterForm, SecretFindForm
+from tools_app.integrations import ledger
 from tools_app.models import AuditEvent
-from tools_app.roles import allowed_if, can_audit
+from tools_app.roles import ADMIN, allowed_if, can_audit, role_required
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.lists import render_list
 
@@ -96,3 +100,34 @@ def annotate(events) -> list[AuditEvent]:
         event.label = target_label(event)
         event.url = target_url(event)
     return events
+
+
+@never_cache
+@sensitive_post_parameters("value")
+@sensitive_variables("value")
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def secret_find(request: HttpRequest) -> HttpResponse:
+    """Find by value (admins): every run the secret-usage ledger says received a pasted
+    value, by its fingerprint. Nothing is stored; the audit event says who searched and
+    how many rows matched, never the value or its fingerprint."""
+    form = SecretFindForm(request.POST if request.method == "POST" else None)
+    rows = None
+    if form.is_valid():
+        value = form.cleaned_data["value"]
+        rows = ledger.find_by_value(value)
+        del value
+        record(
+            Actor.from_request(request),
+            "ledger.find",
+            summary=f"searched the secret-usage ledger by value: {len(rows)} use(s) found",
+            data={"matches": len(rows), "runs": len({row.run_id for row in rows})},
+        )
+        form = SecretFindForm()  # the value is never rendered back
+    status = 400 if request.method == "POST" and rows is None else 200
+    return render(
+        request,
+        "audit/secret_find.html",
+        {"form": form, "rows": rows, "time_zone": timezone.get_current_timezone_name()},
+        status=status,
+    )

@@ -32,6 +32,7 @@ from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.runs import gate, replay, setup
 from tools_app.runs.start import MASK
+from tools_app.signing.keyring import SigningKeyMissing
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import POLL_INTERVAL, _run_or_404, can_read_output, shown_json
 from tools_app.views.tools import get_tool_or_404, tool_header
@@ -350,7 +351,7 @@ def check_override(request: HttpRequest, check_id: uuid.UUID) -> HttpResponse:
         return render(request, "cases/check.html", context, status=400)
     try:
         gate.override(check, actor=Actor.from_request(request), reason=form.cleaned_data["reason"])
-    except (ValueError, InvalidTool) as exc:
+    except (ValueError, InvalidTool, SigningKeyMissing) as exc:
         messages.error(request, f"Not published: {_why(exc)}")
     else:
         messages.success(

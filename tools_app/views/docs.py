@@ -35,6 +35,7 @@ PAGES = {
     "agent-api": ("Agent API", "agent-api.md"),
     "mcp": ("MCP", "mcp.md"),
     "sync": ("Sync and the sync client", "sync.md"),
+    "signing": ("Signed versions", "signing.md"),
     "commands": ("Commands", "commands.md"),
     "configuration": ("Configuration", "configuration.md"),
     "operations": ("Operations", "operations.md"),

@@ -53,6 +53,7 @@ from tools_app.models import Tool, ToolVersion
 from tools_app.models.runs import RunVia
 from tools_app.roles import ADMIN, DEVELOPER, VIEWER, has_role, role_required
 from tools_app.runs import gate, replay, setup
+from tools_app.signing.keyring import SigningKeyMissing
 from tools_app.views.htmx import HtmxHttpRequest
 from tools_app.views.runs import last_params, live_context, start_from_form
 from tools_app.views.tools import get_tool_or_404, tool_header
@@ -677,6 +678,9 @@ def _request_publish(request: HttpRequest, version: ToolVersion, back: str) -> H
         problems = "; ".join(str(p) for p in exc.problems[:5])
         messages.error(request, f"Version {version.number} cannot be published: {problems}")
         return redirect(back)
+    except SigningKeyMissing as exc:
+        messages.error(request, f"Version {version.number} cannot be published: {exc}")
+        return redirect(back)
     if asked.published:
         tool.refresh_from_db(fields=["enabled"])
         note = "" if tool.enabled else " The tool is disabled: enable it to serve it to agents."
@@ -795,6 +799,8 @@ def _publish_imported(request: HttpRequest, line: importer.ImportLine) -> Import
         asked = gate.request_publish(version, actor=Actor.from_request(request), via=RunVia.BROWSER)
     except InvalidTool as exc:
         return ImportedTool(line, error="; ".join(str(p) for p in exc.problems[:5]))
+    except SigningKeyMissing as exc:
+        return ImportedTool(line, error=str(exc))
     return ImportedTool(
         line,
         published=asked.published,

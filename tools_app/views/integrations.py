@@ -41,8 +41,8 @@ from tools_app.integrations.service import (
 from tools_app.integrations.types import IntegrationType, get_type, integration_types
 from tools_app.integrations.validation import slug_problem
 from tools_app.manifest.toolmd import NAME_RE
-from tools_app.models import AuditEvent, Integration, Tool
-from tools_app.roles import ADMIN, VIEWER, has_role, role_required
+from tools_app.models import AuditEvent, Integration, SecretUse, Tool
+from tools_app.roles import ADMIN, VIEWER, can_audit, has_role, role_required
 from tools_app.views.htmx import HtmxHttpRequest
 
 
@@ -184,6 +184,10 @@ def integration_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             "states": field_states(integration),
             "tools": [{"tool": t, "published": t.pk in published} for t in tools],
             "events": events,
+            # The secret-usage ledger's latest rows, for those who read the audit log.
+            "uses": SecretUse.objects.filter(integration=slug)[:10]
+            if can_audit(request.user)
+            else None,
             "preview": env_preview([slug])[0],
             "oauth": oauth.health(integration),
             "redirect_uri": oauth.redirect_uri(),

@@ -1,4 +1,5 @@
-"""Agent tokens (admins only): list, create (the token is shown once), revoke."""
+"""Agent tokens (admins only): list, create (the token is shown once), revoke, and a
+pinned token's pins with re-approval (catalog/pins.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_safe
 
 from tools_app.audit import Actor, record
+from tools_app.catalog import pins
 from tools_app.forms.tokens import TokenForm
 from tools_app.models import AgentToken
 from tools_app.models.tokens import Scope
@@ -19,8 +21,36 @@ from tools_app.roles import ADMIN, role_required
 @require_safe
 @role_required(ADMIN)
 def token_list(request: HttpRequest) -> HttpResponse:
-    tokens = AgentToken.objects.select_related("created_by").order_by("-created_at", "-id")
+    tokens = list(AgentToken.objects.select_related("created_by").order_by("-created_at", "-id"))
+    for token in tokens:
+        # How many tools wait for approval (changed or new), for a pinned token's line.
+        token.pins_waiting = sum(
+            line.state in ("changed", "unpinned") for line in pins.states(token)
+        )
     return render(request, "tokens/list.html", {"tokens": tokens})
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(ADMIN)
+def token_pins(request: HttpRequest, pk: int) -> HttpResponse:
+    """A pinned token's pins and where each tool stands. The page is the confirm page of
+    its one form: approve `?tool=NAME` at its current digest, or without it every
+    published tool (re-approve all)."""
+    token = get_object_or_404(AgentToken, pk=pk)
+    name = request.GET.get("tool", "")[:100] or None
+    if request.method == "POST":
+        try:
+            approved = pins.approve(
+                token, [name] if name else None, actor=Actor.from_request(request)
+            )
+        except pins.PinError as exc:
+            messages.error(request, str(exc))
+        else:
+            what = name or f"{len(approved)} tools"
+            messages.success(request, f"Approved {what} for “{token.name}” at the current digest.")
+        return redirect("token_pins", pk=token.pk)
+    context = {"token": token, "lines": pins.states(token), "tool": name}
+    return render(request, "tokens/pins.html", context)
 
 
 CREATED_KEY = "tokens.created"

@@ -105,6 +105,7 @@ TABS = (
     ("Versions", "tool_versions"),
     ("Cases", "tool_cases"),
     ("Registry", "tool_registry"),
+    ("Analytics", "tool_analytics"),
 )
 # The registry formats the switcher offers, with their labels (tools_app.manifest.schema.FORMATS).
 REGISTRY_FORMATS = {

@@ -12,6 +12,12 @@ and the egress policy stay in the console: the file holds the tool's name, nothi
 of the console's (not even its URL, which would make the mirrored file depend on the
 request that asked for it, and the bundle's hash with it).
 
+Both verify their own folder before they run anything: its .tool-signature.json against
+keys.json and the root key beside the folders (docs/sync.md, "Verification"). The verifier
+is the block between `// verify:begin` and `// verify:end` of the sync client
+(clients/sync-tools.mjs, linked here as VERIFIER so the wheel carries it), embedded as it
+is: one source for the client, the shims and loaders.
+
 `mirror_files` is the one place that decides what a mirrored tool holds, so the folder on
 disk, the manifest's hashes and the bundle always agree."""
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -30,6 +37,9 @@ from tools_app.runner.sandbox import HARNESS_DIR, harness_config
 SHIM_PATH = "index.js"
 TEMPLATE = Path(__file__).with_name("index.template.js")
 HTTP_TEMPLATE = Path(__file__).with_name("index.http.template.js")
+# A link to clients/sync-tools.mjs (the file the console serves as the sync client).
+VERIFIER = Path(__file__).with_name("sync-tools.mjs")
+VERIFIER_BLOCK = re.compile(r"^// verify:begin\n.*?^// verify:end\n", re.M | re.S)
 # A tool whose folder has one of these already is loadable as it is.
 LOADABLE = ("index.ts", "index.js")
 SHIMMED_LANGUAGES = ("python", "bash")
@@ -57,6 +67,15 @@ def _http_template() -> str:
 
 
 @cache
+def verifier() -> str:
+    """The sync client's verifier block, its `export`s dropped (a shim exports execute only)."""
+    found = VERIFIER_BLOCK.search(VERIFIER.read_text(encoding="utf-8"))
+    if found is None:
+        raise RuntimeError(f"{VERIFIER}: no // verify:begin ... // verify:end block")
+    return re.sub(r"^export ", "", found.group(0), flags=re.M)
+
+
+@cache
 def _harness() -> str:
     return (HARNESS_DIR / "harness.py").read_text(encoding="utf-8")
 
@@ -64,8 +83,8 @@ def _harness() -> str:
 @cache
 def fingerprint() -> str:
     """Changes whenever the generated file would: part of the sync revision, so a console
-    upgrade that changes the template or the harness is a change clients see."""
-    text = f"{_template()}\0{_harness()}\0{_http_template()}"
+    upgrade that changes a template, the harness or the verifier is a change clients see."""
+    text = f"{_template()}\0{_harness()}\0{_http_template()}\0{verifier()}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -83,7 +102,7 @@ def render(manifest: Mapping[str, Any]) -> bytes:
     }
     if language == "python":
         config["harness"] = _harness()
-    text = _template()
+    text = _template().replace("__VERIFIER__", verifier())
     text = text.replace("__LANGUAGE__", language).replace("__ENTRY__", ENTRIES[language])
     return text.replace("__CONFIG__", json.dumps(config, indent=2)).encode("utf-8")
 
@@ -92,7 +111,8 @@ def render_http(manifest: Mapping[str, Any]) -> bytes:
     """The index.js for a `kind: http` tool: only its name goes in (never a secret, a URL
     of the tool's request or of the console)."""
     config = {"name": manifest["name"], "kind": "http"}
-    return _http_template().replace("__CONFIG__", json.dumps(config, indent=2)).encode("utf-8")
+    text = _http_template().replace("__VERIFIER__", verifier())
+    return text.replace("__CONFIG__", json.dumps(config, indent=2)).encode("utf-8")
 
 
 def mirror_files(files: Mapping[str, bytes], manifest: Mapping[str, Any]) -> dict[str, bytes]:

@@ -12,9 +12,16 @@
 // Environment: CONSOLE_URL, the console's base URL (e.g. https://console.example.com), and
 // CONSOLE_TOKEN, an agent token with the scope tools:invoke. A missing setting, a console
 // that cannot be reached or that refuses the call throws an Error saying which.
+// Before it calls the console, execute() checks this folder against its signature
+// (.tool-signature.json), with ../.tool-keys.json opened against the root key in env
+// TOOL_CONSOLE_ROOT_KEY, else ../.tool-root.json, and throws naming what does not match.
 // Needs Node.js >= 18 (fetch); nothing else.
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
 
+__VERIFIER__
 const TOOL = __CONFIG__;
+const HERE = dirname(fileURLToPath(import.meta.url));
 const WAIT_S = 25; // the API waits up to 30 s
 const RETRIES = 5; // consecutive failed polls (network, 502-504) before giving up
 const CANCEL_WAIT_MS = 60000; // how long to follow a cancelled run before returning anyway
@@ -132,6 +139,7 @@ function resultOf(run, runId) {
 }
 
 export async function execute(toolCallId, params, signal, onUpdate) {
+  verifyFolder(HERE); // throws SignatureRefused: "<name>: refused: <what does not match>"
   const conf = settings();
   if (signal?.aborted) return textResult("The run was cancelled before it started.", true);
   params = params && typeof params === "object" ? params : {};

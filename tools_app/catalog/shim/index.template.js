@@ -11,12 +11,16 @@
 // Aborting `signal` sends SIGTERM to the tool's process group (python: signal.aborted turns
 // True), SIGKILL after 5 s. Needs Node.js >= 18 and bash or python3 on PATH (TOOL_BASH /
 // TOOL_PYTHON choose other interpreters).
+// Before it runs anything, execute() checks this folder against its signature
+// (.tool-signature.json), with ../.tool-keys.json opened against the root key in env
+// TOOL_CONSOLE_ROOT_KEY, else ../.tool-root.json, and throws naming what does not match.
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+__VERIFIER__
 const TOOL = __CONFIG__;
 const HERE = dirname(fileURLToPath(import.meta.url));
 const GRACE_MS = 5000;
@@ -80,6 +84,7 @@ function lines(stream, each) {
 }
 
 export async function execute(toolCallId, params, signal, onUpdate) {
+  verifyFolder(HERE); // throws SignatureRefused: "<name>: refused: <what does not match>"
   params = params && typeof params === "object" ? params : {};
   if (signal?.aborted) return textResult("The run was cancelled before it started.", true);
   const [file, args, env] = command(params);

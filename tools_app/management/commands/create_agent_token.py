@@ -1,7 +1,9 @@
-"""`create_agent_token NAME --scope SCOPE...`: print a new agent token, once.
+"""`create_agent_token NAME --scope SCOPE... [--pin [NAME]]...`: print a new agent token, once.
 
 Only the token goes to stdout (so `TOKEN=$(manage.py create_agent_token ...)` works); what
-it is and what it may do go to stderr."""
+it is and what it may do go to stderr. `--pin` pins it to the current digests of every
+published tool, `--pin NAME` (repeated) of those tools only (catalog/pins.py): a tool that
+changes later is hidden from it until `pin_token` approves the change."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from tools_app.audit import Actor, record
+from tools_app.catalog import pins as tool_pins
 from tools_app.models import AgentToken
 from tools_app.models.tokens import Scope
 
 MAX_NAME = AgentToken._meta.get_field("name").max_length
 MAX_DAYS = 3650
+# `--pin` without a name: every published tool.
+ALL = "*"
 
 
 class Command(BaseCommand):
@@ -33,6 +38,19 @@ class Command(BaseCommand):
             help=f"One or more of: {', '.join(Scope.values)}.",
         )
         parser.add_argument(
+            "--pin",
+            dest="pins",
+            action="append",
+            nargs="?",
+            const=ALL,
+            metavar="NAME",
+            help=(
+                "Pin the token to the current digest of tool NAME (repeatable); without "
+                "NAME, of every published tool. A pinned token sees and runs only approved "
+                "digests: approve changes with pin_token."
+            ),
+        )
+        parser.add_argument(
             "--expires-in",
             dest="days",
             type=int,
@@ -41,7 +59,13 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, name: str, scopes: list[str], days: int | None = None, **options
+        self,
+        *args,
+        name: str,
+        scopes: list[str],
+        days: int | None = None,
+        pins: list[str] | None = None,
+        **options,
     ) -> None:
         # Checked here rather than with argparse choices so that call_command() callers
         # get the same exit status 2 as the command line.
@@ -56,6 +80,11 @@ class Command(BaseCommand):
         if days is not None and not 1 <= days <= MAX_DAYS:
             raise CommandError(f"--expires-in must be 1..{MAX_DAYS} days", returncode=2)
         expires_at = timezone.now() + timedelta(days=days) if days else None
+        # Before the token exists: a pin that cannot be made leaves no token behind.
+        try:
+            digests = tool_pins.current_digests(None if ALL in pins else pins) if pins else {}
+        except tool_pins.PinError as exc:
+            raise CommandError(str(exc)) from None
         token, raw = AgentToken.issue(name, scopes, expires_at=expires_at)
         expires = expires_at.isoformat() if expires_at else None
         record(
@@ -66,6 +95,9 @@ class Command(BaseCommand):
             f"expires {expires or 'never'}",
             {"prefix": token.prefix, "scopes": token.scopes, "expires_at": expires},
         )
+        if digests:
+            tool_pins.pin(token, digests, actor=Actor.system())
+            self.stderr.write(f"Pinned to {len(digests)} tools: {', '.join(sorted(digests))}.")
         self.stderr.write(
             f"Agent token {token.name!r} ({', '.join(token.scopes)}); shown once, store it now:"
         )

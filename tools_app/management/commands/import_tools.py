@@ -25,6 +25,7 @@ from tools_app.models import ToolVersion
 from tools_app.models.cases import CheckStatus
 from tools_app.models.runs import RunVia
 from tools_app.runs import gate, local, replay
+from tools_app.signing.keyring import SigningKeyMissing
 
 MAX_TIMEOUT = 24 * 3600
 
@@ -79,7 +80,13 @@ class Command(BaseCommand):
         blocked = []
         for line in lines:
             if publish:
-                line = self._publish(line, timeout)
+                try:
+                    line = self._publish(line, timeout)
+                except SigningKeyMissing as exc:
+                    self.stdout.write(str(line))
+                    raise CommandError(
+                        f"not published: {exc} (imported as drafts)", returncode=1
+                    ) from None
                 if not line.published:
                     blocked.append(line.name)
             self.stdout.write(str(line))

@@ -20,5 +20,12 @@ class Command(BaseCommand):
         for line in lines:
             self.stdout.write(str(line))
         invalid = [line for line in lines if line.status == "invalid"]
-        if invalid:
-            raise CommandError(f"{len(invalid)} invalid seed tool(s) skipped", returncode=1)
+        blocked = [line for line in lines if line.status == "blocked"]
+        refused = [line for line in lines if line.status == "refused"]
+        if invalid or blocked or refused:
+            parts = [f"{len(invalid)} invalid seed tool(s) skipped"] if invalid else []
+            if blocked:
+                parts.append(f"{len(blocked)} not imported for want of a signing key")
+            if refused:
+                parts.append(f"{len(refused)} not mirrored: they fail their signature check")
+            raise CommandError("; ".join(parts), returncode=1)

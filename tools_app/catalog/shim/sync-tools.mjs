@@ -1,0 +1,1 @@
+../../../clients/sync-tools.mjs
