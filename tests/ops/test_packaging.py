@@ -3,6 +3,7 @@ run time (the runner's harness, new-tool templates, migrations, management comma
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def test_it_packages_the_console_and_its_runtime_files(wheel: zipfile.ZipFile) -
         "tools_app/runner/launch.py",
         "tools_app/catalog/shim/index.template.js",
         "tools_app/catalog/shim/index.http.template.js",
-        "tools_app/catalog/shim/sync-tools.mjs",
+        "tools_app/clients/sync-tools.mjs",
         "tools_app/catalog/tool_templates/toolmd.tmpl",
         "tools_app/catalog/tool_templates/typescript/index.ts",
         "tools_app/catalog/tool_templates/python/index.py",
@@ -89,3 +90,20 @@ def test_it_splits_the_lock_into_runtime_and_development() -> None:
     assert {"django", "celery", "gunicorn", "redis", "psycopg-binary"} <= runtime.keys()
     assert {"pytest", "pytest-django", "ruff", "playwright", "schemathesis"} <= dev.keys()
     assert "setuptools" in dev
+
+
+def test_the_repository_holds_no_symbolic_links() -> None:
+    # A link turns into a file holding its target's path wherever a checkout travels
+    # without them (an archive of the work tree, a copy by some CI systems), and whatever
+    # reads it then fails far from the cause: the sync client lost its verifier that way.
+    made = {".git", ".venv", "node_modules", "var", "build", "__pycache__"}
+    links = []
+    for root, names, files in os.walk(REPO):
+        folder = Path(root)
+        names[:] = [name for name in names if name not in made]
+        links += [
+            str((folder / name).relative_to(REPO))
+            for name in files + names
+            if (folder / name).is_symlink()
+        ]
+    assert links == []

@@ -15,8 +15,8 @@ request that asked for it, and the bundle's hash with it).
 Both verify their own folder before they run anything: its .tool-signature.json against
 keys.json and the root key beside the folders (docs/sync.md, "Verification"). The verifier
 is the block between `// verify:begin` and `// verify:end` of the sync client
-(clients/sync-tools.mjs, linked here as VERIFIER so the wheel carries it), embedded as it
-is: one source for the client, the shims and loaders.
+(tools_app/clients/sync-tools.mjs), embedded as it is: one source for the client, the
+shims and loaders.
 
 `mirror_files` is the one place that decides what a mirrored tool holds, so the folder on
 disk, the manifest's hashes and the bundle always agree."""
@@ -31,14 +31,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tools_app.clients import SYNC_CLIENT
 from tools_app.runner.limits import Limits
 from tools_app.runner.sandbox import HARNESS_DIR, harness_config
 
 SHIM_PATH = "index.js"
 TEMPLATE = Path(__file__).with_name("index.template.js")
 HTTP_TEMPLATE = Path(__file__).with_name("index.http.template.js")
-# A link to clients/sync-tools.mjs (the file the console serves as the sync client).
-VERIFIER = Path(__file__).with_name("sync-tools.mjs")
+VERIFIER = SYNC_CLIENT
 VERIFIER_BLOCK = re.compile(r"^// verify:begin\n.*?^// verify:end\n", re.M | re.S)
 # A tool whose folder has one of these already is loadable as it is.
 LOADABLE = ("index.ts", "index.js")

@@ -1,1 +1,0 @@
-../../../clients/sync-tools.mjs
