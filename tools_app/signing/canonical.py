@@ -6,9 +6,9 @@ JSON.stringify writes them, numbers as ECMAScript's Number.prototype.toString.""
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 # Beyond this an integer is no longer exact as an IEEE 754 double: written as the double
 # JSON.parse would read, like every other number (RFC 8785 section 3.2.2.3).
@@ -20,7 +20,10 @@ def dumps(value: object) -> bytes:
     Raises ValueError for NaN, infinities, lone surrogates, non-str keys, other types."""
     parts: list[str] = []
     _write(value, parts)
-    return "".join(parts).encode("utf-8")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:  # checked once here rather than string by string
+        raise ValueError("a string holds a lone surrogate, which has no UTF-8 form") from None
 
 
 def _write(value: object, out: list[str]) -> None:
@@ -67,14 +70,10 @@ def _utf16_key(key: str) -> bytes:
         raise ValueError("a key holds a lone surrogate, which has no UTF-8 form") from None
 
 
-def _string(text: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("a string holds a lone surrogate, which has no UTF-8 form") from None
-    # ensure_ascii=False escapes what JSON.stringify escapes (", \\, control characters
-    # as \b \f \n \r \t or \u00xx) and nothing else.
-    return json.dumps(text, ensure_ascii=False)
+# json.dumps(text, ensure_ascii=False) without its overhead (the C encoder it calls): it
+# escapes what JSON.stringify escapes (", \\, control characters as \b \f \n \r \t or
+# \u00xx) and nothing else. A lone surrogate passes here; dumps() refuses it.
+_string = encode_basestring
 
 
 def number(value: float) -> str:
