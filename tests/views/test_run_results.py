@@ -4,6 +4,8 @@ run history's person filter."""
 
 from __future__ import annotations
 
+import html as html_lib
+import json
 import re
 
 import pytest
@@ -106,3 +108,32 @@ def test_it_resets_the_run_form_to_the_defaults(developer, developer_client, sea
     text = reset.content.decode()
     assert "last time" not in text and 'name="limit" value="10"' in text
     assert 'id="reset-defaults"' not in text
+
+
+def test_it_shows_a_code_tools_structured_result_beside_its_text(
+    developer_client, search, developer
+):
+    structured = {"total": 2, "names": ["a", "<b>"]}
+    run = finished(
+        search, developer, status=RunStatus.SUCCEEDED, exit_code=0,
+        result={"content": [{"type": "text", "text": "a, <b>"}], "structuredContent": structured,
+                "isError": False},
+    )  # fmt: skip
+    html = page(developer_client, run)
+    shown = re.search(
+        r'<pre class="structured" id="structured-result"[^>]*>(.*?)</pre>', html, re.S
+    )
+    assert shown is not None
+    assert html_lib.unescape(shown.group(1)) == json.dumps(structured, indent=2)
+    assert "<b>" not in shown.group(1)
+
+
+def test_it_shows_no_second_copy_of_an_http_tools_outputs(developer_client, search, developer):
+    structured = {"id": "x"}
+    text = '{\n  "id": "x"\n}'
+    run = finished(
+        search, developer, status=RunStatus.SUCCEEDED, exit_code=0,
+        result={"content": [{"type": "text", "text": text}], "structuredContent": structured,
+                "isError": False},
+    )  # fmt: skip
+    assert 'id="structured-result"' not in page(developer_client, run)

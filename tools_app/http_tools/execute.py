@@ -54,6 +54,7 @@ from tools_app.http_tools import spec as http_spec
 from tools_app.http_tools.checks import ValidationContext
 from tools_app.http_tools.context import validation_context
 from tools_app.lib import nesting
+from tools_app.manifest import outputs as outputs_spec
 from tools_app.manifest.toolmd import Manifest
 from tools_app.runner import Artifact, Redactor, RunOutcome
 from tools_app.runs.setup import RunSetupError, limits_for, work_dir
@@ -235,31 +236,6 @@ def _retry_delay(result: client.HttpResult, attempt: int) -> float:
     return min(max(delay, 0.0), RETRY_AFTER_CAP)
 
 
-def _redact_value(value: Any, redactor: Redactor) -> Any:
-    if isinstance(value, str):
-        return redactor.redact(value)
-    if isinstance(value, dict):
-        return {redactor.redact(str(k)): _redact_value(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_value(v, redactor) for v in value]
-    return value
-
-
-def _typed(spec: dict[str, Any], value: Any) -> str | None:
-    """Why `value` does not match the output's type, or None."""
-    if value is None:
-        return None if spec.get("nullable") else "the path gave nothing (and it is not nullable)"
-    type_ = spec["type"]
-    ok = {
-        "string": isinstance(value, str),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "json": True,
-    }[type_]
-    return None if ok else f"expected {type_}, got {type(value).__name__}"
-
-
 def _text_result(text: str, *, error: bool = False, structured: Any = None) -> dict[str, Any]:
     if len(text) > MAX_RESULT_TEXT:
         text = text[:MAX_RESULT_TEXT] + "\n[truncated: the result is over 1 MiB]"
@@ -285,7 +261,7 @@ def _outcome_maker(
     ) -> RunOutcome:
         return RunOutcome(
             status=status,
-            result=_redact_value(result, redactor),
+            result=redactor.redact_json(result),
             stderr_tail="",
             artifacts=list(artifacts),
             isolation="",
@@ -528,7 +504,8 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
     problems = []
     for name, spec in manifest.outputs.items():
         value = jmespath.search(spec["path"], data)
-        why = _typed(spec, value)
+        why = "the path gave nothing" if value is None and not spec.get("nullable") else None
+        why = why or outputs_spec.type_problem(spec, value)
         if why:
             problems.append(f"output {name} ({spec['path']}): {why}")
         outputs[name] = value
@@ -615,7 +592,7 @@ def _kept(response: dict[str, Any] | None, redactor: Redactor) -> dict[str, Any]
     """The redacted response to keep with the run, or None past MAX_KEPT_RESPONSE."""
     if response is None:
         return None
-    kept = _redact_value(response, redactor)
+    kept = redactor.redact_json(response)
     if len(json.dumps(kept, ensure_ascii=False)) > MAX_KEPT_RESPONSE:
         return None
     return kept
@@ -728,7 +705,7 @@ def performer(run, manifest: Manifest, params: dict[str, Any], access, secrets, 
         if message:
             return RunOutcome(
                 status="failed",
-                result=_redact_value(_text_result(message, error=True), redactor),
+                result=redactor.redact_json(_text_result(message, error=True)),
                 stderr_tail="",
                 artifacts=[],
                 isolation="",

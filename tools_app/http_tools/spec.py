@@ -1,7 +1,8 @@
-"""The `request` and `outputs` blocks of a kind: http TOOL.md: the request template (method,
-URL, query, headers, JSON body, response) with its `{{input}}` and `{{slug.FIELD}}` slots,
-and the outputs read from a JSON response by JMESPath. Pure parsing, like the rest of the
-TOOL.md parser; what the console allows (hosts, integrations) is checks.py's."""
+"""The `request` block of a kind: http TOOL.md: the request template (method, URL, query,
+headers, JSON body, response) with its `{{input}}` and `{{slug.FIELD}}` slots. (Its
+`outputs`, which code tools declare too, are tools_app/manifest/outputs.py's.) Pure
+parsing, like the rest of the TOOL.md parser; what the console allows (hosts,
+integrations) is checks.py's."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tools_app.lib.strictyaml import INVALID, Map, Seq, key_label, kind, show
-from tools_app.manifest.document import Checker, is_number, read_boolean, read_string, unknown_keys
-from tools_app.manifest.inputs import INPUT_NAME_RE, InputSpec
+from tools_app.manifest.document import Checker, is_number, read_string, unknown_keys
+from tools_app.manifest.inputs import InputSpec
 from tools_app.manifest.limits import MAX_TIMEOUT
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 BODY_METHODS = ("POST", "PUT", "PATCH")
 RESPONSES = ("json", "text", "binary")
-OUTPUT_TYPES = ("string", "number", "integer", "boolean", "json")
 REQUEST_KEYS = ("method", "url", "query", "headers", "body", "response", "timeout")
-OUTPUT_KEYS = ("type", "path", "description", "nullable")
 MAX_URL = 2048
 # `{{name}}` (an input) or `{{slug.FIELD}}` (an integration value, the redaction label).
 TEMPLATE_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
@@ -218,72 +217,3 @@ def url_shape_problem(url: str) -> str | None:
     if "#" in url:
         return "must not contain a #fragment"
     return None
-
-
-def check_outputs(c: Checker, m: Map, request: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    value = m.get("outputs")
-    if value is None or value is INVALID:
-        return {}
-    if not isinstance(value, Map):
-        c.error(m.value_lines["outputs"], "outputs", f"must be a mapping, got {kind(value)}")
-        return {}
-    if request is not None and request.get("response") != "json":
-        c.error(
-            m.key_lines["outputs"],
-            "outputs",
-            f"outputs need response: json (this request's response is {request.get('response')})",
-        )
-        return {}
-    import jmespath
-    import jmespath.exceptions
-
-    outputs: dict[str, dict[str, Any]] = {}
-    for name, spec in value.items():
-        line = value.key_lines[name]
-        path = f"outputs.{key_label(name)}"
-        if not INPUT_NAME_RE.fullmatch(name):
-            c.error(line, path, f"{name!r} is not a valid output name")
-            continue
-        if not isinstance(spec, Map):
-            c.error(line, path, f"must be a mapping with type and path, got {kind(spec)}")
-            continue
-        unknown_keys(c, spec, path, "output", OUTPUT_KEYS)
-        type_ = spec.get("type")
-        if type_ is None:
-            c.error(line, f"{path}.type", f"is required: one of {', '.join(OUTPUT_TYPES)}")
-            continue
-        if type_ is INVALID:
-            continue
-        if not isinstance(type_, str) or type_ not in OUTPUT_TYPES:
-            c.error(
-                spec.value_lines["type"],
-                f"{path}.type",
-                f"{show(type_)} is not one of {', '.join(OUTPUT_TYPES)}",
-            )
-            continue
-        expression = read_string(c, spec, "path", path=f"{path}.path", required=True)
-        if expression is None:
-            continue
-        try:
-            jmespath.compile(expression)
-        except jmespath.exceptions.JMESPathError as exc:
-            reason = " ".join(str(exc).split())[:160]
-            c.error(
-                spec.value_lines["path"], f"{path}.path", f"is not a JMESPath expression: {reason}"
-            )
-            continue
-        description = ""
-        if spec.get("description") is not None:
-            description = (
-                read_string(c, spec, "description", path=f"{path}.description", required=False)
-                or ""
-            )
-        nullable = read_boolean(c, spec, "nullable", path=f"{path}.nullable", default=False)
-        c.lines[path] = line
-        outputs[name] = {
-            "type": type_,
-            "path": expression,
-            "description": description,
-            "nullable": nullable,
-        }
-    return outputs

@@ -103,8 +103,8 @@ _OUTPUT_JSON_TYPES |= {"boolean": "boolean"}
 
 
 def output_schema(manifest: Manifest) -> dict[str, Any] | None:
-    """An http tool's structured result (its `outputs`), or None for a code tool."""
-    if manifest.kind != "http" or not manifest.outputs:
+    """The schema of a tool's structured result (its `outputs`), or None without any."""
+    if not manifest.outputs:
         return None
     properties: dict[str, Any] = {}
     for name, spec in manifest.outputs.items():
@@ -112,14 +112,22 @@ def output_schema(manifest: Manifest) -> dict[str, Any] | None:
         json_type = _OUTPUT_JSON_TYPES.get(spec["type"])
         if json_type is not None:
             prop["type"] = [json_type, "null"] if spec.get("nullable") else json_type
+        elif manifest.kind != "http" and not spec.get("nullable"):
+            prop["not"] = {"type": "null"}  # any JSON value but null, as it is checked
         if spec.get("description"):
             prop["description"] = spec["description"]
         properties[name] = prop
-    return {
+    schema = {
         "type": "object",
         "properties": properties,
         "required": [n for n, spec in manifest.outputs.items() if not spec.get("nullable")],
     }
+    if manifest.kind != "http":
+        # A code tool's object is checked for other keys (tools_app/manifest/outputs.py).
+        # An http tool's is built from its outputs alone; its schema stays as published
+        # versions were signed with it (docs/signing.md hashes the listed schema).
+        schema["additionalProperties"] = False
+    return schema
 
 
 def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +199,9 @@ def tool_entry(
     strict = strict_parameters is not None
     parameters = strict_parameters or _without_dialect(schema)
     if fmt == "native":
-        more = {"kind": "http", "output_schema": outputs} if manifest.kind == "http" else {}
+        more: dict[str, Any] = {"kind": "http"} if manifest.kind == "http" else {}
+        if manifest.kind == "http" or outputs is not None:
+            more["output_schema"] = outputs
         return {
             "name": manifest.name,
             "label": manifest.label,

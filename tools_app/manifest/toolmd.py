@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode
 
-from tools_app.http_tools.spec import check_outputs, check_request
+from tools_app.http_tools.spec import check_request
 from tools_app.lib import strictyaml
 from tools_app.lib.strictyaml import (
     INVALID,
@@ -70,6 +70,7 @@ from tools_app.manifest.limits import (
     MAX_TOOLMD,
     MAX_VERSION,
 )
+from tools_app.manifest.outputs import check_outputs
 
 TOP_KEYS = (
     "name",
@@ -109,7 +110,7 @@ class Manifest:
     kind: str = "code"
     # kind http: {method, url, query, headers, body (absent: none), response, timeout}
     request: dict[str, Any] | None = None
-    # kind http: name -> {type, path, description, nullable}
+    # name -> {type, description, nullable} (and path, kind http): tools_app/manifest/outputs.py
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -134,6 +135,9 @@ class Manifest:
                 if self.kind == "http"
                 else {}
             ),
+            # A code tool's outputs are stored only when it declares some, so versions
+            # stored before code tools could have them keep their exact form (and hashes).
+            **({"outputs": self.outputs} if self.kind != "http" and self.outputs else {}),
         }
 
     @classmethod
@@ -315,11 +319,13 @@ def _check_manifest(c: Checker, m: Map, folder_name: str | None, body: str) -> M
     outputs: dict[str, dict[str, Any]] = {}
     if kind == "http":
         request = check_request(c, m, inputs, integrations)
-        outputs = check_outputs(c, m, request)
+        outputs = check_outputs(c, m, http=True, request=request)
     else:
-        for key in ("request", "outputs"):
-            if key in m:
-                c.error(m.key_lines[key], key, "is only for kind: http (this tool runs code)")
+        if "request" in m:
+            c.error(
+                m.key_lines["request"], "request", "is only for kind: http (this tool runs code)"
+            )
+        outputs = check_outputs(c, m, http=False, language=language)
     extra: dict[str, Any] = {}
     if "annotations" in m and (hints := _check_annotations(c, m)) is not None:
         extra["annotations"] = hints

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -28,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from tools_app.lib import nesting
 from tools_app.manifest.languages import LANGUAGES
+from tools_app.manifest.outputs import json_kind, structured_problems
 
 from . import (
     artifacts,
@@ -172,6 +175,21 @@ def _valid_content(value: object) -> Content | None:
     return content
 
 
+_NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _clean_json(value: Any) -> Any:
+    """A parsed JSON value whose strings (keys too) are valid UTF-8 without NUL, which
+    PostgreSQL's jsonb cannot store (nested no deeper than the cap, checked before)."""
+    if isinstance(value, str):
+        return _NOT_STORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_clean_json(str(k)): _clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    return value
+
+
 def _bash_progress(line: bytes) -> dict | None:
     """A bash tool's fd 3 line that is a JSON object with a `progress` key, like
     {"progress": 3, "total": 10, "message": "..."} (MCP's notifications/progress): its
@@ -290,8 +308,9 @@ class _Execution:
         self.stdout = Head(self.limits.max_result_bytes)  # bash: the result
         self.stdout_tail = Tail(MESSAGE_TAIL_BYTES)  # bash: quoted when it fails
         longest = max(self.limits.max_result_bytes, self.limits.max_update_bytes)
-        # JSON may escape a byte into six, so a clipped message can be this long.
-        self.protocol = Lines(6 * longest + (64 << 10))
+        # JSON may escape a byte into six, so a clipped message can be this long; a result
+        # also carries up to max_result_bytes of structuredContent.
+        self.protocol = Lines(7 * longest + (64 << 10))
         self.update_lines = Lines(self.limits.max_update_bytes)  # bash: fd 3
 
     # -- start -------------------------------------------------------------------------
@@ -584,7 +603,13 @@ class _Execution:
                 self._notice("a protocol message from the harness was too large and dropped")
                 continue
             try:
-                message = json.loads(decode(line))
+                # The cap on nesting (a result's structuredContent is its level 1): the
+                # harness runs in the tool's process, so the tool can write any line here,
+                # and a deep one would exhaust the stack.
+                message = nesting.loads(decode(line), root="message", level=0)
+            except nesting.TooDeep:
+                self._notice("a protocol message from the harness nested too deep was dropped")
+                continue
             except ValueError:
                 continue  # a line cut short by a kill
             if not isinstance(message, dict):
@@ -973,9 +998,55 @@ class _Execution:
             content, is_error = self._bash_result()
         elif self.result_message is not None:
             content, is_error = self._result_from_message(self.result_message)
+            structured, problem = self._structured(self.result_message, is_error)
+            if problem is not None:
+                content, is_error = [{"type": "text", "text": problem}, *content], True
+            elif structured is not None:
+                return (FAILED if is_error else SUCCEEDED), {
+                    "content": content,
+                    "structuredContent": structured,
+                    "isError": is_error,
+                }
         else:
             content, is_error = [{"type": "text", "text": self._failure_message()}], True
         return (FAILED if is_error else SUCCEEDED), {"content": content, "isError": is_error}
+
+    def _structured(self, message: dict[str, Any], is_error: bool) -> tuple[Any, str | None]:
+        """(the result's structuredContent redacted, or None; why the result fails instead).
+        What the harness says is not trusted: the tool shares its process."""
+        outputs = self.request.outputs
+        if "structuredContent" not in message:
+            if outputs and not is_error:
+                return None, (
+                    "The tool declares outputs but its result has no structuredContent: "
+                    f"return {{content, structuredContent: {{{', '.join(outputs)}}}}}."
+                )
+            return None, None
+        structured = message["structuredContent"]
+        limit = self.limits.max_result_bytes
+        why = None
+        if not isinstance(structured, dict):
+            why = f"it must be an object, got {json_kind(structured)}"
+        else:
+            try:
+                size = len(json.dumps(structured, allow_nan=False).encode("utf-8", "replace"))
+            except ValueError:
+                why = "it holds NaN or Infinity, which JSON has no way to say"
+            else:
+                if size > limit:
+                    why = f"it is {format_bytes(size)}, over the limit of {format_bytes(limit)}"
+        if why is not None:
+            return None, f"The tool's structuredContent was refused: {why}."
+        structured = _clean_json(structured)
+        if outputs and not is_error:
+            problems = structured_problems(outputs, structured)
+            if problems:
+                listed = "; ".join(self.redactor.redact(p) for p in problems[:10])
+                more = f" (and {len(problems) - 10} more)" if len(problems) > 10 else ""
+                return None, (
+                    f"The tool's structuredContent does not match its outputs: {listed}{more}."
+                )
+        return self.redactor.redact_json(structured), None
 
     def outcome(self) -> RunOutcome:
         end = self.exited_at if self.exited_at is not None else time.monotonic()

@@ -40,6 +40,9 @@ class RunRequest:
     # paths (or lists of them), made absolute as the tool sees its work dir.
     input_files: dict[str, bytes] = field(default_factory=dict)
     file_params: tuple[str, ...] = ()
+    # The tool's declared `outputs` (tools_app/manifest/outputs.py): a result that succeeded
+    # must carry a structuredContent object matching them.
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -52,7 +55,8 @@ class Artifact:
 @dataclass
 class RunOutcome:
     status: str  # succeeded | failed | cancelled | timed_out
-    result: dict[str, Any]  # {"content": [{"type": "text", "text": ...}], "isError": bool}
+    # {"content": [{"type": "text", "text": ...}], "isError": bool, "structuredContent"?: {...}}
+    result: dict[str, Any]
     stderr_tail: str
     artifacts: list[Artifact]
     isolation: str  # "bwrap" or "process"

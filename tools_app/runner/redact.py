@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 # A cut text (a ring buffer's start, a truncated end) may hold part of a secret; only this
@@ -124,6 +125,17 @@ class Redactor:
         if cut_start:
             text = text[self._partial_len(text, at_end=False) :]
         return text
+
+    def redact_json(self, value: Any) -> Any:
+        """A JSON value with every string in it, keys too, redacted (a structured result:
+        nested no deeper than tools_app/lib/nesting.py's cap, checked before)."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {self.redact(str(k)): self.redact_json(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact_json(v) for v in value]
+        return value
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, bool, bool]:
         """Redact a file's content: (new content, is UTF-8 text, changed). Text gets every

@@ -247,6 +247,7 @@ def _execute(
         params=params,
         input_files=files,
         file_params=file_params,
+        outputs=manifest.outputs,
         tool_call_id=str(run.pk),
         env=env,
         secrets=secrets,

@@ -230,6 +230,16 @@ def shown_json(value: Any, root: str, level: int = 1, indent: int | None = None)
     return json.dumps(value, indent=indent, ensure_ascii=False)
 
 
+def structured_json(result: Any) -> str:
+    """A result's structuredContent as the page shows it beside the text; "" without one,
+    or when the text is that JSON already (an http tool's outputs)."""
+    if not isinstance(result, dict) or "structuredContent" not in result:
+        return ""
+    shown = shown_json(result["structuredContent"], "structuredContent", indent=2)
+    texts = [b.get("text") for b in result.get("content") or () if isinstance(b, dict)]
+    return "" if texts == [shown] else shown
+
+
 def can_read_output(request: HttpRequest, run: Run) -> bool:
     """The tool's output (result, progress, stderr, an http tool's response) follows the
     artifacts' rule (Run.can_download): it is made of the same things, the starter's
@@ -254,6 +264,7 @@ def live_context(
         "result_json": shown_json(run.result, "result", indent=2)
         if run.result and can_read
         else "",
+        "structured_json": structured_json(run.result) if can_read else "",
         "updates": updates if can_read else [],
         # The bar near the status: the latest count the tool sent, when it said a total.
         "progress_bar": progress_bar(run) if can_read else None,

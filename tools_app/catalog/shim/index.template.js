@@ -131,9 +131,9 @@ export async function execute(toolCallId, params, signal, onUpdate) {
   child.stdin.end(JSON.stringify(params));
 
   let result = null;
-  const update = (content) => {
+  const update = (content, counts = {}) => {
     try {
-      onUpdate?.({ content });
+      onUpdate?.({ content, ...counts });
     } catch {
       // a failing progress callback must not end the run
     }
@@ -149,8 +149,11 @@ export async function execute(toolCallId, params, signal, onUpdate) {
     } catch {
       return; // a line cut short by a kill
     }
-    if (message?.type === "update" && Array.isArray(message.content)) update(message.content);
-    else if (message?.type === "result" && result === null) result = message;
+    if (message?.type === "update" && Array.isArray(message.content)) {
+      const counts = {};
+      for (const key of ["progress", "total"]) if (key in message) counts[key] = message[key];
+      update(message.content, counts);
+    } else if (message?.type === "result" && result === null) result = message;
   });
 
   const failure = await started;
@@ -185,7 +188,9 @@ export async function execute(toolCallId, params, signal, onUpdate) {
     return textResult(text, true);
   }
   if (result && Array.isArray(result.content)) {
-    return { content: result.content, isError: result.isError === true };
+    const done = { content: result.content, isError: result.isError === true };
+    if (result.structuredContent !== undefined) done.structuredContent = result.structuredContent;
+    return done;
   }
   const output = tail([...stdout, ...stderr]);
   return textResult(`The tool process ${exit} without returning a result.${output ? `\n\nLast output:\n${output}` : ""}`, true);

@@ -145,14 +145,51 @@ function drained(stream) {
 // Flush, report, then exit now, whatever timers or sockets the tool left open. Pipes are
 // asynchronous in Node, so what the tool printed is flushed first (for at most a second):
 // the runner ends the sandbox the moment the result arrives, not when this process exits.
-async function finish(content, isError) {
+async function finish(content, isError, structured) {
   if (finished) return;
   finished = true;
   const clipped = clip(content, config.maxResultBytes);
   const flushed = Promise.all(opened.map(drained));
   await Promise.race([flushed, new Promise((resolve) => setTimeout(resolve, 1000))]);
-  send({ type: "result", isError, ...clipped });
+  const message = { type: "result", isError, ...clipped };
+  if (structured !== undefined) message.structuredContent = structured;
+  send(message);
   process.exit(0);
+}
+
+const MAX_DEPTH = 64; // tools_app/lib/nesting.py's cap, which the runner applies again
+
+// Whether `value` nests deeper than the cap (a cycle does): it stops looking there.
+function tooDeep(value, level = 1) {
+  if (value === null || typeof value !== "object") return false;
+  if (level > MAX_DEPTH) return true;
+  return Object.values(value).some((child) => tooDeep(child, level + 1));
+}
+
+// A result's structuredContent as plain JSON, or why it cannot be: the runner checks it
+// against the tool's outputs (tools_app/manifest/outputs.py).
+function structuredOf(value) {
+  const structured = value.structuredContent;
+  if (structured === undefined) return { structured };
+  if (structured === null || typeof structured !== "object" || Array.isArray(structured)) {
+    return { why: `structuredContent must be an object, got ${describe(structured)}` };
+  }
+  if (tooDeep(structured)) {
+    return { why: `structuredContent is nested deeper than ${MAX_DEPTH} levels` };
+  }
+  let json;
+  try {
+    json = JSON.stringify(structured);
+  } catch (error) {
+    return { why: `structuredContent is not JSON: ${errorText(error)}` };
+  }
+  const size = Buffer.byteLength(json, "utf8");
+  if (size > config.maxResultBytes) {
+    return {
+      why: `structuredContent is ${size} bytes, over the result limit of ${config.maxResultBytes}`,
+    };
+  }
+  return { structured: JSON.parse(json) };
 }
 
 function fail(message) {
@@ -168,9 +205,14 @@ function count(value) {
 }
 
 function onUpdate(update) {
-  // Progress alone ({progress, total}, like MCP's notifications/progress) needs no content.
+  // Progress alone ({progress, total, message?}, like MCP's notifications/progress) needs
+  // no content: its message, if any, is the update's text (as on a bash tool's fd 3).
   const alone = update && typeof update === "object" && update.content === undefined;
-  if (alone && "progress" in update) update = { ...update, content: [] };
+  if (alone && "progress" in update) {
+    const { message, ...counts } = update;
+    const text = typeof message === "string" && message ? [{ type: "text", text: message }] : [];
+    update = { ...counts, content: text };
+  }
   const why = problem(update, "onUpdate() argument");
   if (why) throw new TypeError(why);
   if (finished) return;
@@ -249,7 +291,9 @@ async function main() {
   }
   const why = problem(value, "execute() result");
   if (why) return fail(`The tool returned a malformed result: ${why}`);
-  return finish(value.content, value.isError === true);
+  const { structured, why: refused } = structuredOf(value);
+  if (refused) return fail(`The tool returned a malformed result: ${refused}`);
+  return finish(value.content, value.isError === true, structured);
 }
 
 await main();

@@ -29,6 +29,7 @@ from typing import Any
 
 PROTOCOL_FD = 3
 SHAPE = "{'content': [{'type': 'text', 'text': '...'}], 'isError': False}"
+MAX_DEPTH = 64  # tools_app/lib/nesting.py's cap, which the runner applies again
 
 
 class AbortSignal:
@@ -48,8 +49,12 @@ class AbortSignal:
 _send_lock = threading.Lock()  # a tool may call on_update from several threads
 
 
-def _send(message: dict[str, Any]) -> None:
-    data = (json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+def _send(message: dict[str, Any], raw: dict[str, str] | None = None) -> None:
+    """Write `message` as one line; `raw` maps more keys to values that are JSON text."""
+    text = json.dumps(message, ensure_ascii=False)
+    for key, value in (raw or {}).items():
+        text = f"{text[:-1]}, {json.dumps(key)}: {value}}}"
+    data = (text + "\n").encode("utf-8", "replace")
     with _send_lock:
         while data:
             data = data[os.write(PROTOCOL_FD, data) :]
@@ -81,6 +86,41 @@ def _problem(value: object, what: str) -> str | None:
     if not isinstance(value.get("isError", False), bool):
         return f"{what}['isError'] must be a bool, got {_describe(value.get('isError'))}"
     return None
+
+
+def _structured(value: dict[str, Any], max_bytes: int) -> tuple[str | None, str | None]:
+    """(the result's structuredContent as JSON text, or None; why it cannot be). The runner
+    checks it against the tool's outputs (tools_app/manifest/outputs.py)."""
+    if "structuredContent" not in value:
+        return None, None
+    structured = value["structuredContent"]
+    if not isinstance(structured, dict):
+        return None, f"structuredContent must be a dict, got {_describe(structured)}"
+    try:
+        text = json.dumps(structured, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        return None, f"structuredContent is nested deeper than {MAX_DEPTH} levels"
+    except (TypeError, ValueError) as exc:
+        return None, f"structuredContent is not JSON: {exc}"
+    if _depth(structured) > MAX_DEPTH:
+        return None, f"structuredContent is nested deeper than {MAX_DEPTH} levels"
+    size = len(text.encode("utf-8", "replace"))
+    if size > max_bytes:
+        return None, f"structuredContent is {size} bytes, over the result limit of {max_bytes}"
+    return text, None
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if not isinstance(value, list):
+        return 0
+    deepest = 0
+    for child in value:
+        deepest = max(deepest, _depth(child))
+        if deepest >= MAX_DEPTH:
+            break
+    return deepest + 1
 
 
 def _count(value: object) -> object:
@@ -134,7 +174,11 @@ class _Runner:
         # Progress alone ({"progress", "total"}, like MCP's notifications/progress) needs
         # no content.
         if isinstance(update, dict) and "content" not in update and "progress" in update:
-            update = {**update, "content": []}
+            # Its message, if any, is the update's text (as on a bash tool's fd 3).
+            message = update.get("message")
+            text = message if isinstance(message, str) else ""
+            update = {k: v for k, v in update.items() if k != "message"}
+            update["content"] = [{"type": "text", "text": text}] if text else []
         problem = _problem(update, "on_update() argument")
         if problem:
             raise TypeError(problem)
@@ -151,20 +195,24 @@ class _Runner:
                 message[key] = _count(update[key])
         _send(message)
 
-    def finish(self, content: list[dict[str, str]], is_error: bool) -> None:
+    def finish(
+        self, content: list[dict[str, str]], is_error: bool, structured: str | None = None
+    ) -> None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):  # the tool may have closed or replaced it
                 stream.flush()
         clipped, truncated, size = _clip(content, self.config["maxResultBytes"])
-        _send(
-            {
-                "type": "result",
-                "content": clipped,
-                "isError": is_error,
-                "truncated": truncated,
-                "size": size,
-            }
-        )
+        message = {
+            "type": "result",
+            "content": clipped,
+            "isError": is_error,
+            "truncated": truncated,
+            "size": size,
+        }
+        if structured is None:
+            _send(message)
+        else:  # already JSON text: spliced in, not encoded twice
+            _send(message, {"structuredContent": structured})
         # Exit now, whatever threads or handles the tool left behind.
         os._exit(0)
 
@@ -236,7 +284,10 @@ def main() -> None:
     problem = _problem(value, "execute() result")
     if problem:
         runner.fail(f"The tool returned a malformed result: {problem}")
-    runner.finish(value["content"], bool(value.get("isError", False)))
+    structured, problem = _structured(value, config["maxResultBytes"])
+    if problem:
+        runner.fail(f"The tool returned a malformed result: {problem}")
+    runner.finish(value["content"], bool(value.get("isError", False)), structured)
 
 
 if __name__ == "__main__":
