@@ -56,7 +56,9 @@ AgentToken.issue("agent", ["tools:invoke"])
 tool = Tool.objects.get(name="alpha")
 done = Run.objects.create(
     tool=tool, version=tool.published_version, via="api", status="succeeded", user=admin,
-    params={"b": 1, "a": [1, 2]}, result={"content": [{"type": "text", "text": "ok"}]},
+    # Backslashes, quotes, a newline and a tab: what JSON and COPY both escape.
+    params={"b": 1, "a": [1, 2]},
+    result={"content": [{"type": "text", "text": "ok \\\\ \\"q\\" \\n\\t \u00e9 \\\\."}]},
     duration=0.123456, started_at=timezone.now(), finished_at=timezone.now(),
 )
 RunUpdate.objects.create(run=done, seq=1, content={"z": 1, "y": "two"}, progress=1, total=2)
