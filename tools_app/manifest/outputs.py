@@ -138,20 +138,13 @@ def type_problem(spec: Mapping[str, Any], value: Any) -> str | None:
 
 
 def json_kind(value: Any) -> str:
-    """A JSON value's kind as a tool author would say it."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
+    """A JSON value's kind as a tool author would say it (YAML's words but for arrays and
+    objects)."""
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):
         return "an object"
-    return "null" if value is None else type(value).__name__
+    return kind(value)
 
 
 def structured_problems(outputs: Mapping[str, Mapping[str, Any]], structured: Any) -> list[str]:
