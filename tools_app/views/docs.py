@@ -39,6 +39,7 @@ PAGES = {
     "commands": ("Commands", "commands.md"),
     "configuration": ("Configuration", "configuration.md"),
     "operations": ("Operations", "operations.md"),
+    "releases": ("Releases", "releases.md"),
     "development": ("Development and CI", "development.md"),
     "design-system": ("Design system", "design-system.md"),
 }
