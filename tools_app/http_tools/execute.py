@@ -504,7 +504,8 @@ def _map_response(manifest, result, shown, artifacts_dir, outcome, redactor) -> 
     problems = []
     for name, spec in manifest.outputs.items():
         value = jmespath.search(spec["path"], data)
-        why = "the path gave nothing" if value is None and not spec.get("nullable") else None
+        missing = value is None and not spec.get("nullable")
+        why = "the path gave nothing (and it is not nullable)" if missing else None
         why = why or outputs_spec.type_problem(spec, value)
         if why:
             problems.append(f"output {name} ({spec['path']}): {why}")
