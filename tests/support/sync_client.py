@@ -1,4 +1,4 @@
-"""Running the sync client (tools_app/clients/sync-tools.mjs) against a live console, and a proxy
+"""Running the sync client (clients/sync-tools.mjs) against a live console, and a proxy
 that stands in for a network (or a console) that tampers with what passes through it:
 tests/catalog/test_sync_client.py and test_sync_client_signing.py."""
 
@@ -21,7 +21,7 @@ from tools_app.catalog.versions import save_version
 from tools_app.runner.sandbox import node_executable
 from tools_app.signing import keyring
 
-CLIENT = REPO / "tools_app" / "clients" / "sync-tools.mjs"
+CLIENT = REPO / "clients" / "sync-tools.mjs"
 STATE = ".sync-tools-state.json"
 KEYS_FILE = ".tool-keys.json"
 ROOT_FILE = ".tool-root.json"

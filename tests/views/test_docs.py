@@ -114,7 +114,7 @@ def test_it_documents_the_agent_interfaces():
 
 
 def test_it_documents_every_exit_code_of_the_sync_client():
-    client = (docs_dir().parent / "tools_app" / "clients" / "sync-tools.mjs").read_text()
+    client = (docs_dir().parent / "clients" / "sync-tools.mjs").read_text()
     codes = re.search(r"const EXIT = \{([^}]*)\}", client).group(1)
     documented = re.findall(r"^\| (\d) \|", (docs_dir() / "sync.md").read_text(), re.M)
     assert sorted(documented) == sorted(re.findall(r": (\d)", codes))

@@ -51,7 +51,6 @@ from tools_app.api.conditional import (
 )
 from tools_app.api.schemas import ErrorOut, SyncManifestOut
 from tools_app.catalog import bundle, pins, shim
-from tools_app.clients import SYNC_CLIENT
 from tools_app.models import AgentToken, Tool
 from tools_app.models.tokens import Scope
 from tools_app.models.tools import decode_files
@@ -262,17 +261,17 @@ def tool_bundle(
     return with_validator(response, etag)
 
 
-CLIENT_PATH = SYNC_CLIENT
+CLIENT_PATH = shim.SYNC_CLIENT
 
 
 @router.get(
     "/sync/client.mjs",
     response={200: str, 304: None, **ERRORS},
     url_name="sync_client",
-    summary="The sync client (tools_app/clients/sync-tools.mjs): Node.js, no dependencies",
+    summary="The sync client (clients/sync-tools.mjs): Node.js, no dependencies",
 )
 def sync_client(request: HttpRequest) -> HttpResponse:
-    """The repository's tools_app/clients/sync-tools.mjs as it is, behind the same token and scope
+    """The repository's clients/sync-tools.mjs as it is, behind the same token and scope
     (`sync:read`) as the manifest it reads: a host that may sync already holds one, and the
     console does not tell anonymous callers which version it runs."""
     data = CLIENT_PATH.read_bytes()

@@ -1,6 +1,6 @@
 """Canonical JSON (RFC 8785, JCS) and the RFC 3339 times signed documents carry.
 
-What is signed is these bytes, so Python and Node (tools_app/clients/sync-tools.mjs) must produce
+What is signed is these bytes, so Python and Node (clients/sync-tools.mjs) must produce
 the same ones: keys sorted by UTF-16 code units, no whitespace, strings as ECMAScript's
 JSON.stringify writes them, numbers as ECMAScript's Number.prototype.toString."""
 

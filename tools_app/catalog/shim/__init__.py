@@ -15,8 +15,8 @@ request that asked for it, and the bundle's hash with it).
 Both verify their own folder before they run anything: its .tool-signature.json against
 keys.json and the root key beside the folders (docs/sync.md, "Verification"). The verifier
 is the block between `// verify:begin` and `// verify:end` of the sync client
-(tools_app/clients/sync-tools.mjs), embedded as it is: one source for the client, the
-shims and loaders.
+(clients/sync-tools.mjs), embedded as it is: one source for the client, the shims and
+loaders.
 
 `mirror_files` is the one place that decides what a mirrored tool holds, so the folder on
 disk, the manifest's hashes and the bundle always agree."""
@@ -31,13 +31,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tools_app.clients import SYNC_CLIENT
 from tools_app.runner.limits import Limits
 from tools_app.runner.sandbox import HARNESS_DIR, harness_config
 
 SHIM_PATH = "index.js"
 TEMPLATE = Path(__file__).with_name("index.template.js")
 HTTP_TEMPLATE = Path(__file__).with_name("index.http.template.js")
+# The sync client: the checkout's clients/sync-tools.mjs, else the copy setup.py puts beside
+# this module in a wheel (a worker machine has no checkout). Never a link: a checkout that
+# travels without links would hold a file naming its target instead.
+_CHECKOUT_CLIENT = Path(__file__).resolve().parents[3] / "clients" / "sync-tools.mjs"
+SYNC_CLIENT = (
+    _CHECKOUT_CLIENT if _CHECKOUT_CLIENT.is_file() else Path(__file__).with_name("sync-tools.mjs")
+)
 VERIFIER = SYNC_CLIENT
 VERIFIER_BLOCK = re.compile(r"^// verify:begin\n.*?^// verify:end\n", re.M | re.S)
 # A tool whose folder has one of these already is loadable as it is.
