@@ -232,12 +232,19 @@ def shown_json(value: Any, root: str, level: int = 1, indent: int | None = None)
 
 def structured_json(result: Any) -> str:
     """A result's structuredContent as the page shows it beside the text; "" without one,
-    or when the text is that JSON already (an http tool's outputs)."""
+    or when the text is that JSON already (an http tool's outputs). Compared as values:
+    PostgreSQL's jsonb keeps an object's keys in an order of its own."""
     if not isinstance(result, dict) or "structuredContent" not in result:
         return ""
-    shown = shown_json(result["structuredContent"], "structuredContent", indent=2)
+    structured = result["structuredContent"]
     texts = [b.get("text") for b in result.get("content") or () if isinstance(b, dict)]
-    return "" if texts == [shown] else shown
+    if len(texts) == 1 and isinstance(texts[0], str):
+        try:
+            if nesting.loads(texts[0], root="text") == structured:
+                return ""
+        except ValueError:  # not JSON, a number too long, or nested too deep (TooDeep)
+            pass
+    return shown_json(structured, "structuredContent", indent=2)
 
 
 def can_read_output(request: HttpRequest, run: Run) -> bool:
