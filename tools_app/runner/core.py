@@ -992,6 +992,7 @@ class _Execution:
             if self.result_message is not None:
                 content += self._result_from_message(self.result_message)[0]
             return self.stop_reason, {"content": content, "isError": True}
+        structured = None  # a result's structuredContent, once it passed its checks
         if self.limit_hit == LIMIT_DISK:  # whatever the tool made of its failed writes
             content, is_error = [{"type": "text", "text": self._failure_message()}], True
         elif self.request.language == "bash":
@@ -1001,15 +1002,12 @@ class _Execution:
             structured, problem = self._structured(self.result_message, is_error)
             if problem is not None:
                 content, is_error = [{"type": "text", "text": problem}, *content], True
-            elif structured is not None:
-                return (FAILED if is_error else SUCCEEDED), {
-                    "content": content,
-                    "structuredContent": structured,
-                    "isError": is_error,
-                }
         else:
             content, is_error = [{"type": "text", "text": self._failure_message()}], True
-        return (FAILED if is_error else SUCCEEDED), {"content": content, "isError": is_error}
+        result: dict[str, Any] = {"content": content, "isError": is_error}
+        if structured is not None:
+            result["structuredContent"] = structured
+        return (FAILED if is_error else SUCCEEDED), result
 
     def _structured(self, message: dict[str, Any], is_error: bool) -> tuple[Any, str | None]:
         """(the result's structuredContent redacted, or None; why the result fails instead).
