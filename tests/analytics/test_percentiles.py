@@ -10,7 +10,7 @@ from django.db import connection
 
 from tests.support.analytics import add_runs
 from tools_app.analytics.figures import WINDOWS, figures_by, in_window
-from tools_app.analytics.percentiles import PercentileCont, interpolate
+from tools_app.analytics.percentiles import PercentileCont, interpolate, interpolate_union, kth
 from tools_app.models import Run
 
 
@@ -90,3 +90,15 @@ def _now():
     from django.utils import timezone
 
     return timezone.now() + timedelta(seconds=1)
+
+
+def test_two_lists_give_the_percentiles_of_their_merge_without_merging():
+    draw = random.Random(30)
+    for _ in range(3000):
+        # Ties across both lists, and either one empty.
+        a = sorted(draw.choice([draw.random(), 0.5, 1.0]) for _ in range(draw.randint(0, 9)))
+        b = sorted(draw.choice([draw.random(), 0.5, 1.0]) for _ in range(draw.randint(0, 9)))
+        merged = sorted(a + b)
+        assert [kth(a, b, k) for k in range(len(merged))] == merged
+        for fraction in (0.0, 0.5, 0.95, 0.99, 1.0):
+            assert interpolate_union(a, b, fraction) == interpolate(merged, fraction)

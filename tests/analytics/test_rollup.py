@@ -163,3 +163,26 @@ def test_hours_rolled_up_by_a_clock_ahead_are_read_all_the_same(make_tool):
 
     rolled, raw = both(version.tool, "24h")
     assert rolled == raw and rolled.summary.runs == 4
+
+
+def test_a_window_read_again_unchanged_costs_two_queries(busy, django_assert_max_num_queries):
+    both(busy, "7d")
+    ids = dict(busy.versions.order_by("-number").values_list("pk", "number"))
+    now = timezone.now()
+    args = {"window": WINDOWS["7d"], "now": now, "numbers": list(ids.values()), "ids": ids}
+    kept = tool_analytics(busy, **args)  # the first read under this mark keeps its sums
+    with django_assert_max_num_queries(2):
+        again = tool_analytics(busy, **args)
+    assert again == kept == _from_runs(busy, **{k: v for k, v in args.items() if k != "ids"})
+
+
+def test_what_a_process_keeps_is_bounded_by_its_values():
+    kept = rollup.Kept(limit=10)
+    kept.put("a", 1, 4)
+    kept.put("b", 2, 4)
+    assert kept.get("a") == 1  # now the most recently read
+    kept.put("c", 3, 4)  # 12 > 10: the least recently read goes
+    assert (kept.get("a"), kept.get("b"), kept.get("c")) == (1, None, 3)
+    assert kept.weight == 8
+    kept.put("huge", 4, 11)  # more than the whole limit: not kept
+    assert kept.get("huge") is None and kept.weight == 8

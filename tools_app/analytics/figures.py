@@ -10,11 +10,12 @@ the console's page groups the runs in the database: on PostgreSQL one query per 
 from __future__ import annotations
 
 import zoneinfo
+from array import array
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import chain, pairwise
+from itertools import chain
 
 from django.db.models import Count, Q
 from django.db.models.functions import Trunc
@@ -29,6 +30,7 @@ from tools_app.analytics.percentiles import (
     grouped_percentiles,
     in_database,
     interpolate,
+    interpolate_union,
     key,
     spread,
 )
@@ -233,9 +235,10 @@ def tool_analytics(
     """`tool`'s runs over `window`: per version, over time (of `version` only, or all) and
     `version` (else the newest of `numbers`, the tool's version numbers newest first)
     against `compare` (else the one before it); `ids`, the numbers by version id, saves a
-    query. From the hourly rollups (rollup.py): 3 queries whatever the window, 3 more when
-    it rolls hours up; in a time zone whose hours are not whole hours of UTC, from the
-    runs (PostgreSQL 3 queries, SQLite 8)."""
+    query. From the hourly rollups (rollup.py), whose hours are added up once and kept
+    while they are unchanged, and the runs since: 3 queries whatever the window, 2 when
+    the sums are kept, 3 more when it rolls hours up; in a time zone whose hours are not
+    whole hours of UTC, from the runs (PostgreSQL 3 queries, SQLite 8)."""
     zone = timezone.get_current_timezone()
     since = now - window.span
     starts = steps(since, now, window.bucket, zone)
@@ -245,25 +248,29 @@ def tool_analytics(
                           compare=compare)  # fmt: skip
     if ids is None:
         ids = dict(tool.versions.values_list("pk", "number"))
-    cells = rollup.window(tool, since, now, ids)
+    step_of = _step_finder(bounds)
+    closed, fresh = rollup.window(
+        tool,
+        since,
+        now,
+        ids,
+        lambda cells: _closed(cells, starts, step_of, version),
+        # The steps follow from the first, their number, their unit and the zone.
+        (version, window.bucket, str(zone), bounds[0], len(bounds)),
+    )
     by_version: dict[int, list[rollup.Cell]] = {}
-    for cell in cells:
+    for cell in fresh:
         by_version.setdefault(cell.number, []).append(cell)
-    # Each version's values merged once: the summary merges those (fewer, longer runs).
-    merged = {n: _merged_cells(group) for n, group in by_version.items()}
-    per_version = {n: combine(group, *merged[n]) for n, group in by_version.items()}
+    per_version = {
+        n: _joined(closed.per_version.get(n, NOTHING), by_version.get(n, ()))
+        for n in closed.per_version.keys() | by_version.keys()
+    }
     if version is None:
-        summary = EMPTY
-        if len(merged) == 1:
-            summary = next(iter(per_version.values()))
-        elif merged:
-            lists = list(merged.values())
-            values = (_merged([d for d, _ in lists]), _merged([w for _, w in lists]))
-            summary = combine(cells, *values)
-        scoped = cells
+        scoped = fresh
+        summary = _joined(closed.scoped, fresh) if closed.scoped.runs or fresh else EMPTY
     else:
-        summary = per_version.get(version, EMPTY)
         scoped = by_version.get(version, [])
+        summary = per_version.get(version, EMPTY)
     return ToolAnalytics(
         window=window,
         since=since,
@@ -271,7 +278,7 @@ def tool_analytics(
         version=version,
         summary=summary,
         versions=sorted(per_version.items(), key=lambda item: -item[0]),
-        timeline=_timeline_of(scoped, starts, bounds),
+        timeline=_timeline_of(closed, scoped, step_of),
         comparison=_comparison(per_version, numbers, version, compare),
     )
 
@@ -280,57 +287,142 @@ def _utc(moments: Sequence[datetime]) -> list[datetime]:
     return [m.astimezone(UTC) for m in moments]
 
 
-def _merged_cells(cells: Sequence[rollup.Cell]) -> tuple[Sequence[float], Sequence[float]]:
-    return _merged([c.durations for c in cells]), _merged([c.waits for c in cells])
+@dataclass(frozen=True)
+class Part:
+    """Some cells added up: their counts, and all their durations and waits sorted."""
+
+    runs: int = 0
+    succeeded: int = 0
+    errors: int = 0
+    cancelled: int = 0
+    lost: int = 0
+    in_progress: int = 0
+    durations: Sequence[float] = ()
+    waits: Sequence[float] = ()
+
+    @property
+    def weight(self) -> int:
+        return len(self.durations) + len(self.waits)
 
 
-def combine(
-    cells: Sequence[rollup.Cell],
-    durations: Sequence[float],
-    waits: Sequence[float],
-) -> Figures:
-    """The figures of `cells` together, given all their durations and waits sorted:
-    counts added, percentiles interpolated as percentile_cont does."""
-    return Figures(
+NOTHING = Part()
+
+
+def _part(cells: Sequence[rollup.Cell], *, waits: bool = True) -> Part:
+    return Part(
         runs=sum(c.runs for c in cells),
         succeeded=sum(c.succeeded for c in cells),
         errors=sum(c.errors for c in cells),
         cancelled=sum(c.cancelled for c in cells),
         lost=sum(c.lost for c in cells),
         in_progress=sum(c.in_progress for c in cells),
-        duration={f: interpolate(durations, f) for f in DURATION_FRACTIONS},
-        wait={f: interpolate(waits, f) for f in WAIT_FRACTIONS},
+        durations=_merged([c.durations for c in cells]),
+        waits=_merged([c.waits for c in cells]) if waits else (),
+    )
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The rolled-up cells of a window, added up per version, in all (or of the version
+    shown) and per step of the chart: the steps with cells (no waits) and every step's
+    bucket."""
+
+    per_version: dict[int, Part]
+    scoped: Part
+    steps: dict[int, Part]
+    timeline: list[Bucket]
+
+
+def _closed(
+    cells: list[rollup.Cell],
+    starts: list[datetime],
+    step_of: Callable[[datetime], int],
+    version: int | None,
+) -> rollup.Digest[Closed]:
+    by_version: dict[int, list[rollup.Cell]] = {}
+    for cell in cells:
+        by_version.setdefault(cell.number, []).append(cell)
+    per_version = {n: _part(group) for n, group in by_version.items()}
+    if version is not None:
+        scoped = per_version.get(version, NOTHING)
+        cells = by_version.get(version, [])
+    elif len(per_version) == 1:
+        scoped = next(iter(per_version.values()))
+    else:
+        # Each version's values merged already: merging those is fewer, longer runs.
+        parts = list(per_version.values())
+        scoped = Part(
+            runs=sum(p.runs for p in parts),
+            succeeded=sum(p.succeeded for p in parts),
+            errors=sum(p.errors for p in parts),
+            cancelled=sum(p.cancelled for p in parts),
+            lost=sum(p.lost for p in parts),
+            in_progress=sum(p.in_progress for p in parts),
+            durations=_merged([p.durations for p in parts]),
+            waits=_merged([p.waits for p in parts]),
+        )
+    grouped: dict[int, list[rollup.Cell]] = {}
+    for cell in cells:
+        grouped.setdefault(step_of(cell.hour), []).append(cell)
+    steps = {i: _part(group, waits=False) for i, group in grouped.items()}
+    timeline = [
+        Bucket(start, part.runs, part.errors, interpolate(part.durations, 0.95))
+        if (part := steps.get(i))
+        else Bucket(start, 0, 0, None)
+        for i, start in enumerate(starts)
+    ]
+    weight = sum(p.weight for p in per_version.values()) + scoped.weight
+    weight += sum(p.weight for p in steps.values())
+    return rollup.Digest(Closed(per_version, scoped, steps, timeline), weight)
+
+
+def _joined(part: Part, cells: Sequence[rollup.Cell]) -> Figures:
+    """The figures of `part` and a few more `cells` (read from the runs) together."""
+    durations = _merged([c.durations for c in cells]) if cells else ()
+    waits = _merged([c.waits for c in cells]) if cells else ()
+    return Figures(
+        runs=part.runs + sum(c.runs for c in cells),
+        succeeded=part.succeeded + sum(c.succeeded for c in cells),
+        errors=part.errors + sum(c.errors for c in cells),
+        cancelled=part.cancelled + sum(c.cancelled for c in cells),
+        lost=part.lost + sum(c.lost for c in cells),
+        in_progress=part.in_progress + sum(c.in_progress for c in cells),
+        duration={f: interpolate_union(part.durations, durations, f) for f in DURATION_FRACTIONS},
+        wait={f: interpolate_union(part.waits, waits, f) for f in WAIT_FRACTIONS},
     )
 
 
 def _merged(lists: list[Sequence[float]]) -> Sequence[float]:
-    """Sorted lists as one sorted list (timsort merges the sorted runs it finds)."""
+    """Sorted lists as one sorted list (timsort merges the sorted runs it finds), kept as
+    doubles (a third of a list's memory)."""
     if len(lists) == 1:
         return lists[0]
-    return sorted(chain.from_iterable(lists))
+    return array("d", sorted(chain.from_iterable(lists)))
+
+
+def _step_finder(bounds: list[datetime]) -> Callable[[datetime], int]:
+    """The index of the chart's step holding an hour (UTC), `bounds` the steps' starts in
+    UTC."""
+    return lambda hour: bisect_right(bounds, hour) - 1
 
 
 def _timeline_of(
-    cells: Sequence[rollup.Cell], starts: list[datetime], bounds: list[datetime]
+    closed: Closed, fresh: Sequence[rollup.Cell], step_of: Callable[[datetime], int]
 ) -> list[Bucket]:
-    """The chart's steps from the cells: each cell (an hour, in UTC) in the step holding
-    it. `bounds`: the steps' starts in UTC."""
-    hourly = {hour: i for i, hour in enumerate(bounds)} if len(bounds) > 1 else {}
-    hourly = hourly if all(b - a == rollup.HOUR for a, b in pairwise(bounds)) else {}
+    """The chart's steps: the rolled-up ones, those with cells read since redone."""
     grouped: dict[int, list[rollup.Cell]] = {}
-    for cell in cells:
-        i = hourly.get(cell.hour)
-        if i is None:
-            i = bisect_right(bounds, cell.hour) - 1
-        grouped.setdefault(i, []).append(cell)
-    buckets = []
-    for i, start in enumerate(starts):
-        group = grouped.get(i)
-        if not group:
-            buckets.append(Bucket(start, 0, 0, None))
-            continue
-        p95 = interpolate(_merged([c.durations for c in group]), 0.95)
-        buckets.append(Bucket(start, sum(c.runs for c in group), sum(c.errors for c in group), p95))
+    for cell in fresh:
+        grouped.setdefault(step_of(cell.hour), []).append(cell)
+    buckets = list(closed.timeline)
+    for i, cells in grouped.items():
+        part = closed.steps.get(i, NOTHING)
+        durations = _merged([c.durations for c in cells])
+        buckets[i] = Bucket(
+            buckets[i].start,
+            part.runs + sum(c.runs for c in cells),
+            part.errors + sum(c.errors for c in cells),
+            interpolate_union(part.durations, durations, 0.95),
+        )
     return buckets
 
 

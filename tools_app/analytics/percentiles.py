@@ -98,6 +98,44 @@ def interpolate(ordered: Sequence[float], fraction: float) -> float | None:
     return low + (high - low) * (position - first)
 
 
+def interpolate_union(
+    big: Sequence[float], small: Sequence[float], fraction: float
+) -> float | None:
+    """`interpolate` of two ascending sequences taken together, without merging them: the
+    two values it needs are found by binary search (a window's kept values and the few
+    runs read since)."""
+    if not small:
+        return interpolate(big, fraction)
+    if not big:
+        return interpolate(small, fraction)
+    position = fraction * (len(big) + len(small) - 1)
+    first, second = math.floor(position), math.ceil(position)
+    low = kth(big, small, first)
+    if first == second:
+        return float(low)
+    high = kth(big, small, second)
+    return low + (high - low) * (position - first)
+
+
+def kth(a: Sequence[float], b: Sequence[float], k: int) -> float:
+    """The `k`th (from 0) of the ascending sequences `a` and `b` together."""
+    # i of a's values and k + 1 - i of b's are the k + 1 smallest: the least i with
+    # a[i] >= b[k - i], as a[i] grows with i and b[k - i] shrinks.
+    low, high = max(0, k + 1 - len(b)), min(len(a), k + 1)
+    while low < high:
+        i = (low + high) // 2
+        if a[i] < b[k - i]:
+            low = i + 1
+        else:
+            high = i
+    i = low
+    if i == 0:
+        return b[k]
+    if i == k + 1:
+        return a[k]
+    return max(a[i - 1], b[k - i])
+
+
 def aggregate(measure: Measure, fractions: Sequence[float]) -> dict[str, PercentileCont]:
     """PostgreSQL's aggregate for `measure`, named by it; `spread` reads its value."""
     return {f"{measure.name}_percentiles": PercentileCont(measure.in_seconds(), fractions)}

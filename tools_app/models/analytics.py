@@ -42,6 +42,9 @@ class RunHourMark(models.Model):
     tool = models.OneToOneField("tools_app.Tool", on_delete=models.CASCADE, related_name="+")
     since = models.DateTimeField()
     through = models.DateTimeField()
+    # A new random value whenever the tool's rows change (rolled up, or an hour made
+    # stale), so a reader that kept what it read under one stamp knows it still holds.
+    stamp = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"{self.tool_id} {self.since:%Y-%m-%d %H:00} – {self.through:%Y-%m-%d %H:00}"

@@ -73,9 +73,9 @@ def timeline_rows(timeline: list[Bucket]) -> SafeString:
     for b in timeline:
         if not b.runs:
             continue
-        local = b.start.astimezone(zone)
+        iso = b.start.astimezone(zone).isoformat()  # 2026-12-04T19:00:00+00:00
         rows.append(
-            f'<tr><td><time datetime="{local.isoformat()}">{local:%Y-%m-%d %H:%M}</time></td>'
+            f'<tr><td><time datetime="{iso}">{iso[:10]} {iso[11:16]}</time></td>'
             f"<td>{int(b.runs)}</td><td>{int(b.errors)}</td><td>{seconds(b.p95)}</td></tr>"
         )
     return mark_safe("".join(rows))  # noqa: S308 - numbers and times only
