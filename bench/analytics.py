@@ -16,7 +16,8 @@ by the beat task's function (`rollup.roll_up`, the last 32 days of every tool), 
 apart; with --reuse it runs again and rolls up only the hours closed since.
 
 Each page is fetched with Django's test client, logged in as an admin, in interleaved
-rounds (so drift in machine load hits them alike); the medians are reported:
+rounds (so drift in machine load hits them alike), each round starting one page further
+along; the medians are reported:
 
 - without: /tools/hot/ (the Overview tab: the tool's head and tabs, no analytics);
 - with: /tools/hot/analytics/ (the same head and tabs with the default 7-day analytics);
@@ -220,8 +221,13 @@ def measure(args: argparse.Namespace) -> dict:
         assert response.status_code == 200, (path, response.status_code)
         queries[name] = len(seen)
     samples: dict[str, list[float]] = {name: [] for name in PAGES}
+    names = list(PAGES)
     for round_number in range(1, args.rounds + 1):
-        for name, path in PAGES.items():
+        # Each round starts one page later, so no page always follows the same one (the
+        # page after the Overview pays for the garbage it left).
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            path = PAGES[name]
             kept = rollup.KEPT_DIGESTS
             if name == "with_nothing_kept":
                 rollup.KEPT_DIGESTS = rollup.Kept(0)  # keeps nothing; the others stay
