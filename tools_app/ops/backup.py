@@ -5,14 +5,17 @@ tools_app/ops/restore.py.
 The archive is a plain tar, written beside the output under a temporary name and renamed
 when complete, so a cron job never leaves half an archive under the real name:
 
-- `data/NNNN-app.model.jsonl.gz`: one model's rows, one JSON object a line in Django's
-  serialization format ({"model", "pk", "fields"}, plain primary keys, foreign keys by
-  pk, many-to-many tables as models of their own), gzipped, in dependency order;
+- `data/NNNN-app.model.jsonl.gz`: one model's rows, in dependency order, gzipped: one
+  JSON array a line, of the values of the fields the manifest lists for the table
+  (archive_fields: the primary key first; foreign keys by pk; many-to-many tables as
+  models of their own; a JSON column's value as its JSON text). Format 1, which restore
+  still reads, wrote Django's serialization dicts ({"model", "pk", "fields"});
 - `artifacts/storage/NAME`, `artifacts/file/PATH`: artifact bytes kept outside the
   database (the storage CONSOLE_ARTIFACT_STORAGE names, or pre-0006 files);
 - `files/signing/root.json`: DATA_PATH's signing root pin, when there is one;
-- `manifest.json`, last: format version, created_at, the migration state, counts per
-  table, the sha256 of every other member, and per sealed column the fingerprints
+- `manifest.json`, last: format version, created_at, the migration state, per table
+  its fields and count, the sha256 of every other member, and per sealed column the
+  fingerprints
   (vault.key_id, never a key) of the keys that sealed its values.
 
 Sealed values stay ciphertext: nothing here decrypts anything.
@@ -27,7 +30,6 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-import gzip
 import hashlib
 import io
 import json
@@ -46,11 +48,13 @@ from django.core.files.storage import storages
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.utils import timezone
 from django.utils.duration import duration_iso_string
+from isal import igzip
 
 from tools_app.integrations.rotation import SEALED
 from tools_app.models.fields import OrderedJSONField
 
-FORMAT = 1
+# 2: lines are arrays of the fields the manifest lists (1: Django's serialization dicts).
+FORMAT = 2
 MANIFEST = "manifest.json"
 ROOT_PIN = "files/signing/root.json"
 # Rows fetched per round trip; tables with binary columns (artifacts, up to 10 MiB each)
@@ -160,21 +164,64 @@ def iter_rows(model: type[models.Model], using: str) -> Iterator[dict[str, Any]]
         yield {"model": label, "pk": row.pop(names[pk_index]), "fields": row}
 
 
+def archive_fields(model: type[models.Model]) -> list[models.Field]:
+    """The columns of a member's lines, in order: the primary key, the model's sealed
+    columns (rotation.SEALED) and the rest, so restore can tell a blank sealed value from
+    a line's start without parsing it (restore.check_sealed)."""
+    fields = row_fields(model)
+    pk = model._meta.pk
+    sealed = [c.field for c in SEALED if c.model.lower() == model._meta.label_lower]
+    first = [pk, *(f for name in sealed for f in fields if f.name == name)]
+    return first + [f for f in fields if f not in first]
+
+
+def is_json(f: models.Field) -> bool:
+    return isinstance(f, models.JSONField | OrderedJSONField)
+
+
+def iter_lines(model: type[models.Model], using: str) -> Iterator[bytes]:
+    """The model's rows as the archive's lines: a JSON array each, of archive_fields'
+    values, in pk order; a JSON column's value is its JSON text (a string), so restore
+    hands it to the database as it is."""
+    fields = archive_fields(model)
+    binary = any(isinstance(f, models.BinaryField) for f in fields)
+    rows = (
+        model._base_manager.using(using)
+        .order_by("pk")
+        .values_list(*[f.attname for f in fields])
+        .iterator(chunk_size=BINARY_CHUNK if binary else CHUNK)
+    )
+    texts = [(i, f) for i, f in enumerate(fields) if is_json(f)]
+    for values in rows:
+        values = list(values)
+        for i, f in texts:
+            if values[i] is not None:
+                values[i] = _json_text(f, values[i])
+        yield dumps(values)
+
+
+def _json_text(f: models.Field, value: Any) -> str:
+    if isinstance(f, OrderedJSONField):
+        return f.get_prep_value(value)  # its own text, key order kept
+    return json.dumps(value, ensure_ascii=False, cls=f.encoder)
+
+
 def iter_blocks(model: type[models.Model], using: str) -> Iterator[tuple[bytes, int]]:
-    """The model's rows as JSON lines (iter_rows' dicts, dumped), in blocks of about BLOCK
-    bytes: (the lines, how many). On PostgreSQL the database writes each line itself
-    (row_to_json, in the format iter_rows gives) and sends them by COPY: the rows never
-    become Python objects, which made backups 3x slower, and COPY streams them in half the
-    time a cursor fetches them (bench/backup.py)."""
+    """The model's lines (iter_lines'), in blocks of about BLOCK bytes: (the lines, how
+    many). On PostgreSQL the database writes each line itself (json_build_array, in the
+    format iter_lines gives) and sends them by COPY: the rows never become Python objects,
+    which made backups 3x slower, and COPY streams them in half the time a cursor fetches
+    them (bench/backup.py)."""
     connection = connections[using]
-    if connection.vendor != "postgresql":
-        yield from _blocks(dumps(row) for row in iter_rows(model, using))
+    if connection.vendor != "postgresql" or len(archive_fields(model)) > MAX_ARGUMENTS:
+        yield from _blocks(iter_lines(model, using))
         return
     with connection.cursor() as cursor, cursor.cursor.copy(_lines_sql(model, using)) as copy:
-        for block, count in _blocks(bytes(data) for data in copy):
-            # COPY's text format writes each backslash as two; a JSON line holds none of
-            # the other characters it escapes (raw tab, newline, carriage return).
-            yield block.replace(b"\\\\", b"\\"), count
+        yield from _blocks(bytes(data) for data in copy)
+
+
+# PostgreSQL functions take at most 100 arguments (json_build_array is one).
+MAX_ARGUMENTS = 100
 
 
 def _blocks(lines: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
@@ -191,31 +238,29 @@ def _blocks(lines: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
 
 
 def _lines_sql(model: type[models.Model], using: str) -> str:
-    """COPY (SELECT one JSON line per row, in pk order) TO STDOUT."""
+    """COPY (SELECT one JSON array per row, in pk order) TO STDOUT."""
     quote = connections[using].ops.quote_name
-    pk = model._meta.pk
-    columns = []
-    for f in row_fields(model):
-        if f is pk:
-            continue
+    values = []
+    for f in archive_fields(model):
         value = f"t.{quote(f.column)}"
         if isinstance(f, models.BinaryField):
             value = f"translate(encode({value}, 'base64'), E'\\n', '')"
-        elif isinstance(f, OrderedJSONField):
-            value = f"{value}::json"  # JSON kept as text: ::json keeps its key order
-        columns.append(f"{value} AS {quote(f.name)}")
-    label = json.dumps(model._meta.label_lower)
-    fields = f"(SELECT row_to_json(f) FROM (SELECT {', '.join(columns)}) f)"  # noqa: S608
-    fields = fields if columns else "'{}'"
+        elif isinstance(f, models.JSONField):
+            value = f"{value}::text"  # its JSON text, as a string (an OrderedJSONField is text)
+        values.append(value)
+    pk = quote(model._meta.pk.column)
     # Identifiers come from the model and are quoted; there are no values.
+    # CSV, as its one column is never quoted: a JSON text holds no raw newline, carriage
+    # return or control character (\x01, \x02), where the text format would double every
+    # backslash (and there are many: JSON columns are JSON strings here).
     return (
-        f'COPY (SELECT \'{{"model": {label}, "pk": \' || to_json(t.{quote(pk.column)})::text'  # noqa: S608
-        f" || ', \"fields\": ' || {fields}::text || '}}' "
-        f"FROM {quote(model._meta.db_table)} t ORDER BY t.{quote(pk.column)}) TO STDOUT"
+        f"COPY (SELECT json_build_array({', '.join(values)})::text"  # noqa: S608
+        f" FROM {quote(model._meta.db_table)} t ORDER BY t.{pk}) TO STDOUT"
+        " WITH (FORMAT csv, DELIMITER E'\\x01', QUOTE E'\\x02')"
     )
 
 
-def dumps(row: dict[str, Any]) -> bytes:
+def dumps(row: Any) -> bytes:
     return json.dumps(row, ensure_ascii=False, default=encode).encode("utf-8") + b"\n"
 
 
@@ -488,7 +533,8 @@ def _write(partial: Path, scratch: Path, using: str, report: Progress) -> dict[s
             written = 0
             with open(spool, "wb") as raw:
                 hashing = _HashingWriter(raw)
-                with gzip.GzipFile(fileobj=hashing, mode="wb", compresslevel=1, mtime=0) as gz:
+                # ISA-L's gzip: the same format, in a sixth of zlib's time (bench/backup.py).
+                with igzip.GzipFile(fileobj=hashing, mode="wb", compresslevel=1, mtime=0) as gz:
                     for block, count in iter_blocks(model, using):
                         gz.write(block)
                         written += count
@@ -499,7 +545,13 @@ def _write(partial: Path, scratch: Path, using: str, report: Progress) -> dict[s
             spool.unlink()
             members[name] = {"sha256": hashing.sha.hexdigest(), "size": hashing.size}
             tables.append(
-                {"model": label, "table": model._meta.db_table, "member": name, "count": written}
+                {
+                    "model": label,
+                    "table": model._meta.db_table,
+                    "member": name,
+                    "count": written,
+                    "fields": [f.name for f in archive_fields(model)],
+                }
             )
         for name, opener in _artifact_files(using, state):
             data = opener()

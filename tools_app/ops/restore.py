@@ -27,9 +27,9 @@ console. Loading old rows into the current models would skip them."""
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import json
+import re
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -42,15 +42,24 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.core.management.color import no_style
-from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DataError,
+    IntegrityError,
+    connections,
+    models,
+    transaction,
+)
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
+from isal import igzip, isal_zlib
 
 from tools_app.integrations import vault
 from tools_app.integrations.rotation import SEALED
 from tools_app.models.fields import OrderedJSONField
 from tools_app.ops.backup import (
+    BLOCK,
     FORMAT,
     MANIFEST,
     ROOT_PIN,
@@ -61,6 +70,11 @@ from tools_app.ops.backup import (
 
 # What `migrate` writes into a new database: the archive's rows replace these.
 SEEDED = ("contenttypes.contenttype", "auth.permission", "auth.group", "auth.group_permissions")
+# The archive formats this code reads (tools_app/ops/backup.py FORMAT).
+READABLE = (1, FORMAT)
+# A format-2 line whose second value (a sealed column, see Archive.blank) is "": after a
+# primary key that is a number or a string without escapes, so nothing else can match.
+BLANK_SECOND = re.compile(r'\[(?:-?\d+|"[^"\\]*"), ?""[,\]]')
 # Rows inserted per statement batch, and the bytes of binary values gathered before one.
 BATCH = 500
 BATCH_BYTES = 16 * 1024 * 1024
@@ -117,15 +131,27 @@ class Archive:
             manifest = json.loads(self.read(MANIFEST))
         except ValueError:
             raise RestoreError(f"{self.path}: {MANIFEST} is not valid JSON") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        if not isinstance(manifest, dict) or manifest.get("format") not in READABLE:
             raise RestoreError(
-                f"{self.path}: unknown archive format {manifest.get('format')!r} "
-                f"(this console reads format {FORMAT})"
+                f"{self.path}: unknown archive format "
+                f"{manifest.get('format') if isinstance(manifest, dict) else None!r} "
+                f"(this console reads formats {', '.join(map(str, READABLE))})"
             )
         for key in ("migrations", "tables", "members", "counts", "sealed"):
             if key not in manifest:
                 raise RestoreError(f"{self.path}: {MANIFEST} lacks {key!r}")
+        if manifest["format"] >= 2:
+            for table in manifest["tables"]:
+                names = table.get("fields")
+                if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                    raise RestoreError(
+                        f"{self.path}: {MANIFEST} lists no fields for {table.get('member')}"
+                    )
         return manifest
+
+    @property
+    def format(self) -> int:
+        return self.manifest["format"]
 
     def read(self, name: str) -> bytes:
         try:
@@ -168,22 +194,49 @@ class Archive:
             progress("checking hashes", index, len(listed))
 
     def rows(self, table: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The rows of one table's member (hash already checked)."""
+        """The rows of one table's member (hash already checked), as {"pk", "fields"}
+        whatever the format; in format 2 a JSON field's value is its JSON text."""
         for line in self.lines(table):
-            try:
-                yield json.loads(line)
-            except ValueError as exc:
-                name = table["member"]
-                raise RestoreError(f"{self.path}: member {name} is damaged ({exc})") from None
+            pk, fields = self.parse(table, line)
+            yield {"pk": pk, "fields": fields}
+
+    def parse(self, table: dict[str, Any], line: str) -> tuple[Any, dict[str, Any]]:
+        """One line of `table`'s member as (pk, the other fields by name)."""
+        try:
+            row = json.loads(line)
+            if self.format == 1:
+                return row["pk"], row["fields"]
+            names = table["fields"]
+            if not isinstance(row, list) or len(row) != len(names):
+                raise ValueError(f"not an array of {len(names)} values")
+            return row[0], dict(zip(names[1:], row[1:], strict=True))
+        except (ValueError, KeyError, TypeError) as exc:
+            name = table["member"]
+            raise RestoreError(f"{self.path}: member {name} has a damaged row ({exc})") from None
+
+    def blank(self, table: dict[str, Any], line: str, field: str) -> bool:
+        """Whether the line's `field` certainly holds "" (most runs have no sealed inputs),
+        without parsing it."""
+        if self.format == 1:
+            return _blank(line, json.dumps(field))
+        # backup.archive_fields puts a sealed column right after the primary key.
+        return table["fields"][1:2] == [field] and BLANK_SECOND.match(line) is not None
 
     def lines(self, table: dict[str, Any]) -> Iterator[str]:
-        """The JSON lines of one table's member, without their newline."""
+        """The JSON lines of one table's member, without their newline. Read in blocks:
+        a gzip file's readline costs more per line than the JSON parsing after it."""
         try:
             data = self.tar.extractfile(self.members[table["member"]])
-            with gzip.GzipFile(fileobj=data) as lines:
-                for line in lines:
-                    yield line.decode("utf-8").rstrip("\n")
-        except (OSError, EOFError, zlib.error, ValueError) as exc:
+            with igzip.GzipFile(fileobj=data) as stream:  # ISA-L: gzip, faster
+                rest = b""
+                while block := stream.read(BLOCK):
+                    lines = (rest + block).split(b"\n")
+                    rest = lines.pop()
+                    for line in lines:
+                        yield line.decode("utf-8")
+                if rest:
+                    yield rest.decode("utf-8")
+        except (OSError, EOFError, zlib.error, isal_zlib.error, ValueError) as exc:
             raise RestoreError(
                 f"{self.path}: member {table['member']} is damaged ({exc})"
             ) from None
@@ -266,7 +319,7 @@ def check_sealed(archive: Archive, progress: Progress) -> None:
         if label not in cache:
             attribute = {"tools_app.integration": "slug", "tools_app.tool": "name"}[label]
             rows = archive.rows(tables[label]) if label in tables else ()
-            cache[label] = {str(r["pk"]): r["fields"][attribute] for r in rows}
+            cache[label] = {str(r["pk"]): r["fields"].get(attribute) for r in rows}
         return cache[label].get(str(pk), f"#{pk}")
 
     ring = vault.keyring()
@@ -276,16 +329,10 @@ def check_sealed(archive: Archive, progress: Progress) -> None:
         table = tables.get(column.model.lower())
         if table is None:
             continue  # an older schema without it
-        key = json.dumps(column.field)
         for line in archive.lines(table):
-            if _blank(line, key):
+            if archive.blank(table, line, column.field):
                 continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                name = table["member"]
-                raise RestoreError(f"member {name} has a damaged row ({exc})") from None
-            fields = row["fields"]
+            pk, fields = archive.parse(table, line)
             token = fields.get(column.field) or ""
             if not token or not column.sealed_if(fields):
                 continue
@@ -298,7 +345,7 @@ def check_sealed(archive: Archive, progress: Progress) -> None:
                     under = f"under key {kid}, which is configured: the value is damaged"
                 else:
                     under = f"under key {kid}"
-                failures.append(f"{column.name(row['pk'], fields, names)} ({under})")
+                failures.append(f"{column.name(pk, fields, names)} ({under})")
             if checked % 1000 == 0:
                 progress("decrypting sealed values", checked, 0)
     if failures:
@@ -324,14 +371,24 @@ def _blank(line: str, key: str) -> bool:
 # Loading.
 
 
-def _values(model: type[models.Model], row: dict[str, Any]) -> list[Any]:
-    """The row's values in the model's concrete field order, as Python values."""
+def _values(
+    model: type[models.Model], row: dict[str, Any], json_text: bool, using: str
+) -> list[Any]:
+    """The row's values in the model's concrete field order, as Python values.
+    `json_text`: a JSON field's value is its JSON text (format 2), else the JSON itself."""
     fields = row["fields"]
     values = []
     for f in model._meta.concrete_fields:
-        raw = row["pk"] if f.primary_key else fields[f.name]
-        if raw is None or isinstance(f, models.JSONField | OrderedJSONField):
-            values.append(raw)  # JSON as written: to_python would parse a string value
+        try:
+            raw = row["pk"] if f.primary_key else fields[f.name]
+        except KeyError:
+            raise RestoreError(f"a row of {model._meta.label} lacks {f.name}") from None
+        if raw is None:
+            values.append(None)
+        elif isinstance(f, models.JSONField | OrderedJSONField):
+            # As the field reads its column (a deep value included); to_python would
+            # take a JSON string for the text of one.
+            values.append(f.from_db_value(raw, None, connections[using]) if json_text else raw)
         else:
             values.append(f.to_python(raw))
     return values
@@ -356,8 +413,9 @@ def _load_table(
     weight = 0
     count = 0
     binary = [f for f in model._meta.concrete_fields if isinstance(f, models.BinaryField)]
+    json_text = archive.format >= 2
     for row in archive.rows(table):
-        obj = model(*_values(model, row))
+        obj = model(*_values(model, row, json_text, using))
         batch.append(obj)
         count += 1
         if binary:
@@ -376,8 +434,53 @@ def _copy_table(
     """PostgreSQL: the rows go in by COPY, each line parsed once (json.loads, in C) into
     the values PostgreSQL itself reads as text by each column's type; no model instance,
     no INSERT per batch (bench/backup.py's whole restore: 24 s, against 106 s with batched
-    INSERTs and 34 s letting PostgreSQL parse the JSON). A value that does not fit its
-    column fails the restore as an INSERT would."""
+    INSERTs and 34 s letting PostgreSQL parse the JSON). In format 2 a JSON column's value
+    is already its text, so nothing is encoded again. A value that does not fit its column
+    fails the restore as an INSERT would."""
+    if archive.format == 1:
+        return _copy_table_v1(model, archive, table, using)
+    by_name = {f.name: f for f in model._meta.concrete_fields}
+    names = table["fields"]
+    if sorted(names) != sorted(by_name):
+        raise RestoreError(
+            f"{table['member']} has the fields {', '.join(names)}; its model in the "
+            f"archive's schema has {', '.join(by_name)}"
+        )
+    fields = [by_name[n] for n in names]
+    binary = [i for i, f in enumerate(fields) if isinstance(f, models.BinaryField)]
+    texts = [i for i, f in enumerate(fields) if isinstance(f, models.JSONField | OrderedJSONField)]
+    width = len(fields)
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    count = 0
+    with connection.cursor() as cursor:
+        # Identifiers come from the model and are quoted.
+        sql = f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
+        with cursor.cursor.copy(sql) as copy:
+            for line in archive.lines(table):
+                try:
+                    row = json.loads(line)
+                    if type(row) is not list or len(row) != width:
+                        raise ValueError(f"not an array of {width} values")
+                    for i in texts:
+                        if row[i] is not None and type(row[i]) is not str:
+                            raise ValueError(f"{names[i]} is not JSON text")
+                    for i in binary:
+                        if row[i] is not None:
+                            row[i] = base64.b64decode(row[i])
+                except (ValueError, TypeError) as exc:
+                    name = table["member"]
+                    raise RestoreError(f"member {name} has a damaged row ({exc})") from None
+                copy.write_row(row)
+                count += 1
+    return count
+
+
+def _copy_table_v1(
+    model: type[models.Model], archive: Archive, table: dict[str, Any], using: str
+) -> int:
+    """Format 1's lines (Django's serialization dicts), JSON values encoded again."""
     from psycopg.types.json import Jsonb
 
     connection = connections[using]
@@ -528,6 +631,47 @@ def restore(
     )
 
 
+def _drop_secondary(tables: list[str], using: str) -> list[str]:
+    """PostgreSQL: drop the tables' foreign keys and their indexes other than primary
+    keys and unique ones, returning the statements that make them again once the rows
+    are in. Maintaining eleven indexes and checking four foreign keys row by row was most
+    of a restore's time; built once after loading, as pg_restore does, they cost a fifth
+    (bench/backup.py). All in the load's transaction: a failure leaves them as they were.
+    A foreign key is checked whole when it is added again."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        # Checks still pending in this transaction (a caller's deletes) forbid ALTER
+        # TABLE: run them now, then defer again as Django's keys are.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+        cursor.execute(
+            "SELECT c.conrelid::regclass::text, quote_ident(c.conname),"
+            " pg_get_constraintdef(c.oid) FROM pg_constraint c"
+            " WHERE c.contype = 'f' AND c.conrelid = ANY(%s::regclass[]) ORDER BY 1, 2",
+            [tables],
+        )
+        keys = cursor.fetchall()
+        cursor.execute(
+            "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i"
+            " WHERE i.indrelid = ANY(%s::regclass[]) AND NOT i.indisprimary"
+            " AND NOT i.indisunique AND NOT EXISTS"
+            " (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) ORDER BY 1",
+            [tables],
+        )
+        indexes = cursor.fetchall()
+        # The names come from the catalog, quoted by PostgreSQL itself.
+        for table, name, _definition in keys:
+            cursor.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+        for name, _definition in indexes:
+            cursor.execute(f"DROP INDEX {name}")
+    return [definition for _name, definition in indexes] + [
+        f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}"
+        for table, name, definition in keys
+    ]
+
+
 def _load(
     archive: Archive,
     tables: list[dict[str, Any]],
@@ -539,32 +683,50 @@ def _load(
     counts: dict[str, int] = {}
     total = sum(t["count"] for t in tables)
     done = 0
-    with transaction.atomic(using=using):
-        loaded = []
-        for label in reversed(SEEDED):
-            model = state_apps.get_model(label)
-            model._base_manager.using(using).all()._raw_delete(using)
-        for table in tables:
-            try:
-                model = state_apps.get_model(table["model"])
-            except LookupError:
-                raise RestoreError(
-                    f"the archive's table {table['model']} has no model in its schema state"
-                ) from None
-            count = _load_table(model, archive, table, using)
-            if count != table["count"]:
-                raise RestoreError(
-                    f"{table['member']} holds {count} rows, the manifest says {table['count']}"
-                )
-            counts[table["table"]] = count
-            loaded.append(model)
-            done += count
-            report(table["model"], done, total)
-        connection = connections[using]
-        statements = connection.ops.sequence_reset_sql(no_style(), loaded)
-        if statements:
-            with connection.cursor() as cursor:
-                for sql in statements:
-                    cursor.execute(sql)
-        _write_artifacts(archive, written)
+    targets = []
+    for table in tables:
+        try:
+            targets.append((table, state_apps.get_model(table["model"])))
+        except LookupError:
+            raise RestoreError(
+                f"the archive's table {table['model']} has no model in its schema state"
+            ) from None
+    names = [model._meta.db_table for _table, model in targets]
+    connection = connections[using]
+    try:
+        with transaction.atomic(using=using):
+            # First, so the deletes below leave no pending foreign key checks (which
+            # would forbid the ALTER TABLE).
+            later = _drop_secondary(names, using)
+            for label in reversed(SEEDED):
+                model = state_apps.get_model(label)
+                model._base_manager.using(using).all()._raw_delete(using)
+            for table, model in targets:
+                count = _load_table(model, archive, table, using)
+                if count != table["count"]:
+                    raise RestoreError(
+                        f"{table['member']} holds {count} rows, the manifest says {table['count']}"
+                    )
+                counts[table["table"]] = count
+                done += count
+                report(table["model"], done, total)
+            if later:
+                report("indexes and foreign keys", 0, len(later))
+                with connection.cursor() as cursor:
+                    for index, sql in enumerate(later, start=1):
+                        cursor.execute(sql)
+                        report("indexes and foreign keys", index, len(later))
+            # Now rather than at commit (SQLite checks its keys there), so a row pointing
+            # at one the archive lacks is named in a refusal.
+            connection.check_constraints(table_names=names)
+            statements = connection.ops.sequence_reset_sql(
+                no_style(), [model for _table, model in targets]
+            )
+            if statements:
+                with connection.cursor() as cursor:
+                    for sql in statements:
+                        cursor.execute(sql)
+            _write_artifacts(archive, written)
+    except (IntegrityError, DataError) as exc:
+        raise RestoreError(f"the archive's rows do not fit the database: {exc}") from None
     return counts
