@@ -308,7 +308,8 @@ class Part:
 NOTHING = Part()
 
 
-def _part(cells: Sequence[rollup.Cell], *, waits: bool = True) -> Part:
+def _part(cells: Sequence[rollup.Cell | Part], *, waits: bool = True) -> Part:
+    """Cells, or parts, added up."""
     return Part(
         runs=sum(c.runs for c in cells),
         succeeded=sum(c.succeeded for c in cells),
@@ -350,17 +351,7 @@ def _closed(
         scoped = next(iter(per_version.values()))
     else:
         # Each version's values merged already: merging those is fewer, longer runs.
-        parts = list(per_version.values())
-        scoped = Part(
-            runs=sum(p.runs for p in parts),
-            succeeded=sum(p.succeeded for p in parts),
-            errors=sum(p.errors for p in parts),
-            cancelled=sum(p.cancelled for p in parts),
-            lost=sum(p.lost for p in parts),
-            in_progress=sum(p.in_progress for p in parts),
-            durations=_merged([p.durations for p in parts]),
-            waits=_merged([p.waits for p in parts]),
-        )
+        scoped = _part(list(per_version.values()))
     grouped: dict[int, list[rollup.Cell]] = {}
     for cell in cells:
         grouped.setdefault(step_of(cell.hour), []).append(cell)

@@ -150,18 +150,23 @@ def iter_rows(model: type[models.Model], using: str) -> Iterator[dict[str, Any]]
     fields = row_fields(model)
     pk = model._meta.pk
     names = [f.name for f in fields]
-    binary = any(isinstance(f, models.BinaryField) for f in fields)
-    rows = (
-        model._base_manager.using(using)
-        .order_by("pk")
-        .values_list(*[f.attname for f in fields])
-        .iterator(chunk_size=BINARY_CHUNK if binary else CHUNK)
-    )
+    rows = _values(model, fields, using)
     label = model._meta.label_lower
     pk_index = names.index(pk.name)
     for values in rows:
         row = dict(zip(names, values, strict=True))
         yield {"model": label, "pk": row.pop(names[pk_index]), "fields": row}
+
+
+def _values(model: type[models.Model], fields: list[models.Field], using: str) -> Iterator[tuple]:
+    """The fields' values of every row, in pk order, streamed."""
+    binary = any(isinstance(f, models.BinaryField) for f in fields)
+    return (
+        model._base_manager.using(using)
+        .order_by("pk")
+        .values_list(*[f.attname for f in fields])
+        .iterator(chunk_size=BINARY_CHUNK if binary else CHUNK)
+    )
 
 
 def archive_fields(model: type[models.Model]) -> list[models.Field]:
@@ -184,15 +189,8 @@ def iter_lines(model: type[models.Model], using: str) -> Iterator[bytes]:
     values, in pk order; a JSON column's value is its JSON text (a string), so restore
     hands it to the database as it is."""
     fields = archive_fields(model)
-    binary = any(isinstance(f, models.BinaryField) for f in fields)
-    rows = (
-        model._base_manager.using(using)
-        .order_by("pk")
-        .values_list(*[f.attname for f in fields])
-        .iterator(chunk_size=BINARY_CHUNK if binary else CHUNK)
-    )
     texts = [(i, f) for i, f in enumerate(fields) if is_json(f)]
-    for values in rows:
+    for values in _values(model, fields, using):
         values = list(values)
         for i, f in texts:
             if values[i] is not None:

@@ -32,7 +32,7 @@ import json
 import re
 import tarfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ from tools_app.ops.backup import (
     MANIFEST,
     ROOT_PIN,
     Progress,
+    is_json,
     leaf_targets,
     models_in_order,
 )
@@ -385,7 +386,7 @@ def _values(
             raise RestoreError(f"a row of {model._meta.label} lacks {f.name}") from None
         if raw is None:
             values.append(None)
-        elif isinstance(f, models.JSONField | OrderedJSONField):
+        elif is_json(f):
             # As the field reads its column (a deep value included); to_python would
             # take a JSON string for the text of one.
             values.append(f.from_db_value(raw, None, connections[using]) if json_text else raw)
@@ -448,33 +449,27 @@ def _copy_table(
         )
     fields = [by_name[n] for n in names]
     binary = [i for i, f in enumerate(fields) if isinstance(f, models.BinaryField)]
-    texts = [i for i, f in enumerate(fields) if isinstance(f, models.JSONField | OrderedJSONField)]
+    texts = [i for i, f in enumerate(fields) if is_json(f)]
     width = len(fields)
-    connection = connections[using]
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    count = 0
-    with connection.cursor() as cursor:
-        # Identifiers come from the model and are quoted.
-        sql = f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
-        with cursor.cursor.copy(sql) as copy:
-            for line in archive.lines(table):
-                try:
-                    row = json.loads(line)
-                    if type(row) is not list or len(row) != width:
-                        raise ValueError(f"not an array of {width} values")
-                    for i in texts:
-                        if row[i] is not None and type(row[i]) is not str:
-                            raise ValueError(f"{names[i]} is not JSON text")
-                    for i in binary:
-                        if row[i] is not None:
-                            row[i] = base64.b64decode(row[i])
-                except (ValueError, TypeError) as exc:
-                    name = table["member"]
-                    raise RestoreError(f"member {name} has a damaged row ({exc})") from None
-                copy.write_row(row)
-                count += 1
-    return count
+
+    def rows() -> Iterator[list[Any]]:
+        for line in archive.lines(table):
+            try:
+                row = json.loads(line)
+                if type(row) is not list or len(row) != width:
+                    raise ValueError(f"not an array of {width} values")
+                for i in texts:
+                    if row[i] is not None and type(row[i]) is not str:
+                        raise ValueError(f"{names[i]} is not JSON text")
+                for i in binary:
+                    if row[i] is not None:
+                        row[i] = base64.b64decode(row[i])
+            except (ValueError, TypeError) as exc:
+                name = table["member"]
+                raise RestoreError(f"member {name} has a damaged row ({exc})") from None
+            yield row
+
+    return _copy(model, fields, using, rows())
 
 
 def _copy_table_v1(
@@ -483,11 +478,10 @@ def _copy_table_v1(
     """Format 1's lines (Django's serialization dicts), JSON values encoded again."""
     from psycopg.types.json import Jsonb
 
-    connection = connections[using]
-    quote = connection.ops.quote_name
     pk = model._meta.pk
+    fields = list(model._meta.concrete_fields)
     convert = []
-    for f in model._meta.concrete_fields:
+    for f in fields:
         if isinstance(f, models.BinaryField):
             convert.append((f.name, lambda v: None if v is None else base64.b64decode(v)))
         elif isinstance(f, OrderedJSONField):
@@ -496,24 +490,38 @@ def _copy_table_v1(
             convert.append((f.name, lambda v: None if v is None else Jsonb(v)))
         else:
             convert.append((f.name, None))
-    columns = ", ".join(quote(f.column) for f in model._meta.concrete_fields)
+
+    def rows() -> Iterator[list[Any]]:
+        for line in archive.lines(table):
+            try:
+                row = json.loads(line)
+                given = row["fields"]
+                values = [row["pk"] if name == pk.name else given[name] for name, _ in convert]
+            except (ValueError, KeyError, TypeError) as exc:
+                name = table["member"]
+                raise RestoreError(f"member {name} has a damaged row ({exc})") from None
+            for index, (_name, change) in enumerate(convert):
+                if change is not None:
+                    values[index] = change(values[index])
+            yield values
+
+    return _copy(model, fields, using, rows())
+
+
+def _copy(
+    model: type[models.Model], fields: list[models.Field], using: str, rows: Iterable[list]
+) -> int:
+    """COPY the rows (the fields' values, in that order) into the model's table."""
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
     count = 0
     with connection.cursor() as cursor:
         # Identifiers come from the model and are quoted.
         sql = f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
         with cursor.cursor.copy(sql) as copy:
-            for line in archive.lines(table):
-                try:
-                    row = json.loads(line)
-                    fields = row["fields"]
-                    values = [row["pk"] if name == pk.name else fields[name] for name, _ in convert]
-                except (ValueError, KeyError, TypeError) as exc:
-                    name = table["member"]
-                    raise RestoreError(f"member {name} has a damaged row ({exc})") from None
-                for index, (_name, change) in enumerate(convert):
-                    if change is not None:
-                        values[index] = change(values[index])
-                copy.write_row(values)
+            for row in rows:
+                copy.write_row(row)
                 count += 1
     return count
 
