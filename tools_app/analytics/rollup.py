@@ -157,11 +157,6 @@ class Kept:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self.weight -= dropped
 
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.weight = 0
-
 
 # Per process: 2,000,000 values are 16 MB as arrays of doubles.
 KEPT_DIGESTS = Kept(2_000_000)

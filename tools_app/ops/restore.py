@@ -485,7 +485,7 @@ def _copy_table_v1(
         if isinstance(f, models.BinaryField):
             convert.append((f.name, lambda v: None if v is None else base64.b64decode(v)))
         elif isinstance(f, OrderedJSONField):
-            convert.append((f.name, lambda v: None if v is None else _json_text(v)))
+            convert.append((f.name, f.get_prep_value))  # its own text; None stays None
         elif isinstance(f, models.JSONField):
             convert.append((f.name, lambda v: None if v is None else Jsonb(v)))
         else:
@@ -524,11 +524,6 @@ def _copy(
                 copy.write_row(row)
                 count += 1
     return count
-
-
-def _json_text(value: Any) -> str:
-    # OrderedJSONField's own text (tools_app/models/fields.py get_prep_value).
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _write_artifacts(archive: Archive, written: list[tuple[str, str]]) -> int:
