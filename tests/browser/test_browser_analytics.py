@@ -89,5 +89,9 @@ def test_it_reads_the_analytics_pages_at_both_widths(
                         assert box["width"] > width * 0.25 and box["x"] + box["width"] <= width
                         expect(chart.locator("title")).not_to_be_empty()
                         expect(chart.locator("desc")).not_to_be_empty()
-                    assert page.locator("svg.chart-plot rect.bar").count() > 10, key
+                    # Version 1 ran over 115 hours, so on at least 5 days (the 30-day
+                    # chart's steps) whatever the time of day: a count of every bar,
+                    # error bars included, varied with the hour the test ran.
+                    bars = page.locator("svg.chart-plot rect.bar:not(.error)").count()
+                    assert bars >= 5, (key, bars)
     assert problems == {}, problems
